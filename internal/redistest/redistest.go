@@ -1,0 +1,193 @@
+// Package redistest gives tests a real Redis: the shared server named by BIGSEG_TEST_REDIS_URL
+// (with a key prefix of their own, so tests run in parallel and never touch each other's data),
+// or a private redis-server process they start, stop and restart themselves.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// DefaultURL is the shared test server when BIGSEG_TEST_REDIS_URL is unset.
+const DefaultURL = "redis://127.0.0.1:6379"
+
+// Required reports whether tests must fail, not skip, when Redis is missing
+// (BIGSEG_REQUIRE_REDIS=1, as .ci/run sets).
+func Required() bool { return os.Getenv("BIGSEG_REQUIRE_REDIS") == "1" }
+
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("%s (BIGSEG_REQUIRE_REDIS=1)", msg)
+	}
+	t.Skipf("%s; set BIGSEG_TEST_REDIS_URL to a reachable Redis, or BIGSEG_REQUIRE_REDIS=1 to fail instead of skipping", msg)
+}
+
+// URL returns the shared test server's URL after checking that it answers.
+func URL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("BIGSEG_TEST_REDIS_URL")
+	if u == "" {
+		u = DefaultURL
+	}
+	opts, err := goredis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("BIGSEG_TEST_REDIS_URL: %v", err)
+	}
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		unavailable(t, "no Redis at %s: %v", u, err)
+	}
+	return u
+}
+
+// Client returns a client of the shared test server, closed when the test ends.
+func Client(t testing.TB) *goredis.Client {
+	t.Helper()
+	opts, _ := goredis.ParseURL(URL(t))
+	c := goredis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// Prefix returns a key prefix no other test uses, and deletes every key under it when the
+// test ends (by SCAN, never FLUSHALL: the server is shared).
+func Prefix(t testing.TB, c goredis.UniversalClient) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := unsafeChars.ReplaceAllString(t.Name(), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	prefix := "bigsegtest:" + name + ":" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	return prefix
+}
+
+// Server is a redis-server process of the test's own, on a free loopback port, with nothing
+// kept on disk.
+type Server struct {
+	t    testing.TB
+	Port int
+	dir  string
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Start starts a redis-server with extra arguments (such as "--requirepass", "x"), stopped
+// when the test ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		unavailable(t, "redis-server is not installed")
+	}
+	s := &Server{t: t, Port: FreePort(t), dir: t.TempDir(), args: args}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Client returns a client of this server, closed when the test ends.
+func (s *Server) Client() *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Restart starts the server again on the same port (after Stop or Kill) and waits until it
+// answers PING.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.t.Fatal("redistest: server already running")
+	}
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	s.cmd = cmd
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil || isAuthError(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.t.Fatalf("redis-server on %s did not answer: %v\n%s", s.Addr(), err, log)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+func isAuthError(err error) bool {
+	msg := err.Error()
+	return len(msg) >= 7 && (msg[:7] == "NOAUTH " || msg[:7] == "WRONGPA")
+}
+
+// Stop kills the server (SIGKILL: an abrupt loss, as a crash or network cut looks to
+// clients) and waits for it to exit. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}

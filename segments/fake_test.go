@@ -1,0 +1,96 @@
+package segments
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// fakeStore is a Store in memory whose reads can be counted, blocked and failed.
+type fakeStore struct {
+	mu          sync.Mutex
+	memberships map[string]Membership
+	synced      time.Time
+	metaErr     error
+	readErr     map[string]error // by hash
+
+	reads     atomic.Int64 // Memberships calls
+	hashes    atomic.Int64 // hashes read
+	metaReads atomic.Int64
+	block     chan struct{} // when set, Memberships waits for it to close
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{memberships: map[string]Membership{}, readErr: map[string]error{}}
+}
+
+func (f *fakeStore) put(key string, included, excluded []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.memberships[Hash(key)] = NewMembership(included, excluded)
+}
+
+func (f *fakeStore) failRead(key string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readErr[Hash(key)] = err
+}
+
+func (f *fakeStore) setMeta(synced time.Time, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.synced, f.metaErr = synced, err
+}
+
+func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
+	f.reads.Add(1)
+	f.hashes.Add(int64(len(hashes)))
+	f.mu.Lock()
+	block := f.block
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Read, len(hashes))
+	for i, h := range hashes {
+		if err := f.readErr[h]; err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Membership = f.memberships[h]
+	}
+	return out
+}
+
+func (f *fakeStore) Metadata(ctx context.Context) (Metadata, error) {
+	f.metaReads.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Metadata{LastSynchronized: f.synced}, f.metaErr
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var errBoom = errors.New("boom")

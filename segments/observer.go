@@ -1,0 +1,30 @@
+package segments
+
+import "time"
+
+// Store operations, as passed to Observer.StoreRead.
+const (
+	OpMemberships = "memberships"
+	OpMetadata    = "metadata"
+)
+
+// Observer is told what the Service does, so that metrics can be kept without this package
+// knowing how. Methods are called synchronously on hot paths and must be fast and safe for
+// concurrent use.
+type Observer interface {
+	// Lookup is called once per context looked up, with its status and whether it was served
+	// from the cache.
+	Lookup(status LookupStatus, cached bool)
+	// StoreRead is called after every store read with its operation (OpMemberships or
+	// OpMetadata), duration and error.
+	StoreRead(op string, d time.Duration, err error)
+	// StatusPolled is called after every status poll; changed says whether Available or Stale
+	// differs from the previous poll (always true for the first).
+	StatusPolled(st StoreStatus, err error, changed bool)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Lookup(LookupStatus, bool)            {}
+func (nopObserver) StoreRead(string, time.Duration, error) {}
+func (nopObserver) StatusPolled(StoreStatus, error, bool)  {}

@@ -1,0 +1,33 @@
+package segments
+
+import (
+	"context"
+	"time"
+)
+
+// Store is where a synchronizer has written Big Segments. It only ever sees context hashes,
+// never keys, exactly like the store interface of the LaunchDarkly SDKs.
+type Store interface {
+	// Memberships reads the memberships of the contexts with the given hashes, in one round
+	// trip where the store allows it. The result has one Read per hash, in the same order. A
+	// context with nothing stored has an empty Membership and no error.
+	Memberships(ctx context.Context, hashes []string) []Read
+
+	// Metadata reads what the synchronizer last recorded about the data as a whole.
+	Metadata(ctx context.Context) (Metadata, error)
+}
+
+// Read is one context's entry in a Store.Memberships result.
+type Read struct {
+	Membership Membership
+	// Err is set when this context's membership could not be read; then Membership is empty
+	// and must not be trusted or cached.
+	Err error
+}
+
+// Metadata is what a synchronizer records about the data as a whole.
+type Metadata struct {
+	// LastSynchronized is when the synchronizer last brought the data up to date; the zero
+	// time means it never has.
+	LastSynchronized time.Time
+}

@@ -1,0 +1,65 @@
+// Package memory is the embedded Big Segments store: memberships loaded from a fixture file
+// and held in memory. It lets bigseg run, and be tried, without Redis; it is not a production
+// store, since nothing keeps it synchronized.
+package memory
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// Store is a segments.Store over an in-memory snapshot. It is safe for concurrent use, and
+// Replace swaps the whole snapshot at once.
+type Store struct {
+	snap atomic.Pointer[snapshot]
+}
+
+var _ segments.Store = (*Store)(nil)
+
+type snapshot struct {
+	memberships map[string]segments.Membership // by hash
+	synced      time.Time
+}
+
+// New returns a store holding f. When f has no synchronizedOn, loadedAt counts as the
+// synchronization time. A nil f is an empty store synchronized at loadedAt.
+func New(f *Fixture, loadedAt time.Time) *Store {
+	s := &Store{}
+	s.Replace(f, loadedAt)
+	return s
+}
+
+// Replace swaps in f, with the same rules as New.
+func (s *Store) Replace(f *Fixture, loadedAt time.Time) {
+	snap := &snapshot{memberships: make(map[string]segments.Membership), synced: loadedAt}
+	if f != nil {
+		for _, c := range f.Contexts {
+			snap.memberships[c.Hash] = c.Membership()
+		}
+		if f.SynchronizedOn != nil {
+			snap.synced = *f.SynchronizedOn
+		}
+	}
+	s.snap.Store(snap)
+}
+
+// Len returns the number of contexts held.
+func (s *Store) Len() int { return len(s.snap.Load().memberships) }
+
+// Memberships implements segments.Store.
+func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Read {
+	snap := s.snap.Load()
+	reads := make([]segments.Read, len(hashes))
+	for i, h := range hashes {
+		reads[i].Membership = snap.memberships[h]
+	}
+	return reads
+}
+
+// Metadata implements segments.Store.
+func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
+	return segments.Metadata{LastSynchronized: s.snap.Load().synced}, nil
+}

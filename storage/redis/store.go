@@ -1,0 +1,96 @@
+// Package redis is the segments.Store of Redis data written in the LaunchDarkly Big Segments
+// layout (by the Relay Proxy, an SDK's synchronizer, or "server load"), on go-redis v9, for
+// standalone, Sentinel and Cluster deployments alike.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// DefaultPrefix is the key prefix LaunchDarkly's synchronizers use unless configured otherwise.
+const DefaultPrefix = "launchdarkly"
+
+// Store reads Big Segments from Redis. It does not own the client: whoever made the client
+// closes it.
+type Store struct {
+	client      goredis.UniversalClient
+	prefix      string
+	syncedOnKey string
+}
+
+var _ segments.Store = (*Store)(nil)
+
+// New returns a store reading keys under prefix; an empty prefix means DefaultPrefix.
+func New(client goredis.UniversalClient, prefix string) *Store {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on"}
+}
+
+// IncludeKey is the set of refs a context is included in.
+func (s *Store) IncludeKey(hash string) string { return s.prefix + ":big_segment_include:" + hash }
+
+// ExcludeKey is the set of refs a context is excluded from.
+func (s *Store) ExcludeKey(hash string) string { return s.prefix + ":big_segment_exclude:" + hash }
+
+// SynchronizedOnKey holds the last synchronization time, unix milliseconds as a decimal string.
+func (s *Store) SynchronizedOnKey() string { return s.syncedOnKey }
+
+// Memberships implements segments.Store with one pipeline of two SMEMBERS per hash: one round
+// trip for any number of contexts on a standalone server (one per node on a cluster, sent
+// concurrently by go-redis). A failure of one context's commands (a key of the wrong type)
+// fails that context only.
+func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Read {
+	pipe := s.client.Pipeline()
+	cmds := make([]*goredis.StringSliceCmd, 2*len(hashes))
+	for i, h := range hashes {
+		cmds[2*i] = pipe.SMembers(ctx, s.IncludeKey(h))
+		cmds[2*i+1] = pipe.SMembers(ctx, s.ExcludeKey(h))
+	}
+	_, _ = pipe.Exec(ctx) // every command carries its own error
+	reads := make([]segments.Read, len(hashes))
+	for i := range hashes {
+		inc, err := cmds[2*i].Result()
+		if err != nil {
+			reads[i].Err = fmt.Errorf("smembers include: %w", err)
+			continue
+		}
+		exc, err := cmds[2*i+1].Result()
+		if err != nil {
+			reads[i].Err = fmt.Errorf("smembers exclude: %w", err)
+			continue
+		}
+		reads[i].Membership = segments.NewMembership(inc, exc)
+	}
+	return reads
+}
+
+// Metadata implements segments.Store. A missing synchronized_on key means never synchronized;
+// a value that is not a non-negative decimal integer is an error, since trusting it would hide
+// a broken synchronizer.
+func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
+	v, err := s.client.Get(ctx, s.syncedOnKey).Result()
+	if errors.Is(err, goredis.Nil) {
+		return segments.Metadata{}, nil
+	}
+	if err != nil {
+		return segments.Metadata{}, fmt.Errorf("get %s: %w", s.syncedOnKey, err)
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return segments.Metadata{}, fmt.Errorf("%s holds %.40q, not unix milliseconds", s.syncedOnKey, v)
+	}
+	if ms == 0 {
+		return segments.Metadata{}, nil
+	}
+	return segments.Metadata{LastSynchronized: time.UnixMilli(ms)}, nil
+}
