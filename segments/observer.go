@@ -25,6 +25,6 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Lookup(LookupStatus, bool)            {}
+func (nopObserver) Lookup(LookupStatus, bool)              {}
 func (nopObserver) StoreRead(string, time.Duration, error) {}
 func (nopObserver) StatusPolled(StoreStatus, error, bool)  {}

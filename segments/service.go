@@ -363,4 +363,3 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 }
-
