@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+const envPrefix = "BIGSEG"
+
+// config is every setting of the server, read from BIGSEG_* environment variables.
+type config struct {
+	Addr               string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
+	RedisURL           string        `envconfig:"REDIS_URL" desc:"redis:// or rediss:// URL of the Big Segments Redis; unset means the embedded store"`
+	Prefix             string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
+	SeedFile           string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
+	CacheSize          int           `envconfig:"CACHE_SIZE" default:"100000" desc:"most memberships cached; 0 turns the cache off"`
+	CacheTTL           time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached; 0 turns the cache off"`
+	StatusPollInterval time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
+	StaleAfter         time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
+	MaxKeyBytes        int           `envconfig:"MAX_KEY_BYTES" default:"1024" desc:"longest context key accepted, in bytes"`
+	MaxBatch           int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
+	MaxBodyBytes       int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
+	LogLevel           string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long in-flight requests get to finish on shutdown"`
+}
+
+// loadConfig reads and checks the configuration. Every error names the variable at fault.
+func loadConfig() (config, error) {
+	var cfg config
+	if err := envconfig.Process(envPrefix, &cfg); err != nil {
+		var perr *envconfig.ParseError
+		if errors.As(err, &perr) {
+			return cfg, fmt.Errorf("%s=%q: not a valid %s", perr.KeyName, perr.Value, perr.TypeName)
+		}
+		return cfg, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, cfg.validate()
+}
+
+func (c config) validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...)))
+	}
+	if c.CacheSize < 0 {
+		bad("CACHE_SIZE", "must not be negative")
+	}
+	if c.CacheTTL < 0 {
+		bad("CACHE_TTL", "must not be negative")
+	}
+	if c.StatusPollInterval <= 0 {
+		bad("STATUS_POLL_INTERVAL", "must be positive")
+	}
+	if c.StaleAfter <= 0 {
+		bad("STALE_AFTER", "must be positive")
+	}
+	if c.MaxKeyBytes <= 0 {
+		bad("MAX_KEY_BYTES", "must be positive")
+	}
+	if c.MaxBatch <= 0 {
+		bad("MAX_BATCH", "must be positive")
+	}
+	if c.MaxBodyBytes <= 0 {
+		bad("MAX_BODY_BYTES", "must be positive")
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("SHUTDOWN_TIMEOUT", "must be positive")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("LOG_LEVEL", "%v", err)
+	}
+	if c.RedisURL != "" {
+		if _, err := goredis.ParseURL(c.RedisURL); err != nil {
+			bad("REDIS_URL", "%v", redactURLError(err, c.RedisURL))
+		}
+		if c.SeedFile != "" {
+			bad("SEED_FILE", "is for the embedded store; unset it or BIGSEG_REDIS_URL")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// redactURLError keeps a URL's password out of an error that may quote the URL.
+func redactURLError(err error, rawURL string) error {
+	msg := err.Error()
+	if i := strings.Index(rawURL, "://"); i >= 0 {
+		if at := strings.LastIndex(rawURL, "@"); at > i {
+			msg = strings.ReplaceAll(msg, rawURL[i+3:at], "xxxxx")
+		}
+	}
+	return errors.New(msg)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// usage lists every variable with its default.
+func usage(w io.Writer) error {
+	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
+	fmt.Fprintf(w, "Usage:\n  server      serve HTTP, configured by the environment below\n  server -h   this help\n\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var cfg config
+	if err := envconfig.Usagef(envPrefix, &cfg, tw, envconfig.DefaultTableFormat); err != nil {
+		return err
+	}
+	fmt.Fprintln(tw)
+	return tw.Flush()
+}

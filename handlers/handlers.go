@@ -1,0 +1,175 @@
+// Package handlers is bigseg's HTTP API: chi routes over a segments.Service. routes.go lists
+// every route; api/openapi.yaml describes them, and a test keeps the two equal.
+package handlers
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// Defaults for the request limits.
+const (
+	DefaultMaxKeyBytes  = 1024
+	DefaultMaxBatch     = 1000
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// RequestObserver is told about every request once it is answered: the chi route pattern
+// (empty for a request that matched no route), method, status code and duration.
+type RequestObserver func(route, method string, code int, d time.Duration)
+
+type handler struct {
+	svc          *segments.Service
+	log          *slog.Logger
+	maxKeyBytes  int
+	maxBatch     int
+	maxBodyBytes int64
+	observe      RequestObserver
+	metrics      http.Handler
+	mux          *chi.Mux
+}
+
+// Option configures the handler.
+type Option func(*handler)
+
+// WithLogger sets where request problems are logged. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(a *handler) { a.log = l } }
+
+// WithMaxKeyBytes bounds the length of a context key in bytes. Default DefaultMaxKeyBytes.
+func WithMaxKeyBytes(n int) Option { return func(a *handler) { a.maxKeyBytes = n } }
+
+// WithMaxBatch bounds the number of lookups in one POST /memberships. Default DefaultMaxBatch.
+func WithMaxBatch(n int) Option { return func(a *handler) { a.maxBatch = n } }
+
+// WithMaxBodyBytes bounds request bodies. Default DefaultMaxBodyBytes.
+func WithMaxBodyBytes(n int64) Option { return func(a *handler) { a.maxBodyBytes = n } }
+
+// WithRequestObserver sets who is told about each request (metrics).
+func WithRequestObserver(o RequestObserver) Option { return func(a *handler) { a.observe = o } }
+
+// WithMetrics serves h at /metrics.
+func WithMetrics(h http.Handler) Option { return func(a *handler) { a.metrics = h } }
+
+// New returns the HTTP API over svc.
+func New(svc *segments.Service, opts ...Option) http.Handler {
+	a := &handler{
+		svc:          svc,
+		log:          slog.New(slog.DiscardHandler),
+		maxKeyBytes:  DefaultMaxKeyBytes,
+		maxBatch:     DefaultMaxBatch,
+		maxBodyBytes: DefaultMaxBodyBytes,
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	a.mux = chi.NewRouter()
+	a.mux.Use(a.recoverer)
+	if a.observe != nil {
+		a.mux.Use(a.observed)
+	}
+	a.mux.NotFound(a.notFound)
+	a.mux.MethodNotAllowed(a.methodNotAllowed)
+	a.routes(a.mux)
+	return a.mux
+}
+
+// errorBody is every error response.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// writeJSON writes v as the JSON body of a response with the given status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only ever our own types: a bug
+		code, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError writes {"error": msg} with the given status code. msg is for the caller: it
+// never holds internal details, which are logged instead.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg})
+}
+
+func (a *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/memberships/" {
+		writeError(w, http.StatusNotFound, "context key is empty: GET /memberships/{contextKey}")
+		return
+	}
+	writeError(w, http.StatusNotFound, "no such route: see /openapi.yaml")
+}
+
+func (a *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		if a.mux.Match(chi.NewRouteContext(), m, path) {
+			w.Header().Add("Allow", m)
+		}
+	}
+	writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed here")
+}
+
+// recoverer turns a panic into a 500 with a JSON body and a log line, instead of a dropped
+// connection. http.ErrAbortHandler is passed on: it is how a handler aborts on purpose.
+func (a *handler) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.log.Error("handler panic", "route", chi.RouteContext(r.Context()).RoutePattern(), "panic", v)
+				writeError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (a *handler) observed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		a.observe(chi.RouteContext(r.Context()).RoutePattern(), r.Method, rec.code, time.Since(start))
+	})
+}
