@@ -171,7 +171,14 @@ func (s *Service) hashOf(byHash bool, k string) string {
 // giving up does not fail the others; each caller still stops waiting when its own ctx ends.
 // The store's own timeouts bound the read.
 func (s *Service) readShared(ctx context.Context, hash string) (Membership, error) {
-	ch := s.reads.DoChan(hash, func() (any, error) {
+	ch := s.reads.DoChan(hash, func() (m any, err error) {
+		// DoChan re-panics on a goroutine of its own, which no one could recover: a store bug
+		// would take the process down. Make it this lookup's error instead.
+		defer func() {
+			if v := recover(); v != nil {
+				m, err = Membership{}, fmt.Errorf("read membership: store panicked: %v", v)
+			}
+		}()
 		reads := s.readStore(context.WithoutCancel(ctx), []string{hash})
 		return reads[0].Membership, reads[0].Err
 	})

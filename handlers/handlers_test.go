@@ -1,0 +1,369 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/apitest"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/memory"
+)
+
+// trickyKeys are context keys that stress path escaping.
+var trickyKeys = []string{
+	"alice", "a/b", "/leading", "trailing/", "a//b", "100%", "%2F", "%zz", "a+b", "with space",
+	"zoë", "日本語", "emoji 🎉", "?query", "#frag", "a;b=c", "..", ".", "'\"<>", "tab\there",
+}
+
+// newServer serves the handler over the embedded store holding fixture entries.
+func newServer(t *testing.T, store segments.Store, opts ...handlers.Option) *httptest.Server {
+	t.Helper()
+	svc := segments.New(store)
+	srv := httptest.NewServer(handlers.New(svc, opts...))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func memoryStore(t *testing.T, keys map[string]memory.Context) *memory.Store {
+	t.Helper()
+	f := &memory.Fixture{}
+	for k, c := range keys {
+		c.Key, c.Hash = k, segments.Hash(k)
+		f.Contexts = append(f.Contexts, c)
+	}
+	return memory.New(f, time.Now())
+}
+
+func get(t *testing.T, rawURL string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apitest.Do(t, nil, req)
+}
+
+func post(t *testing.T, rawURL, contentType, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, rawURL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return apitest.Do(t, nil, req)
+}
+
+type lookup struct {
+	ContextKey  *string         `json:"contextKey"`
+	ContextHash string          `json:"contextHash"`
+	Memberships map[string]bool `json:"memberships"`
+	Status      string          `json:"status"`
+	Error       string          `json:"error"`
+}
+
+func decode[T any](t *testing.T, body []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	return v
+}
+
+func TestLookupTrickyKeys(t *testing.T) {
+	entries := map[string]memory.Context{}
+	for i, k := range trickyKeys {
+		entries[k] = memory.Context{Included: []string{"seg-" + string(rune('a'+i)) + ".g1"}}
+	}
+	srv := newServer(t, memoryStore(t, entries))
+	for i, key := range trickyKeys {
+		// The same key, escaped as url.PathEscape does and with everything escaped.
+		encodings := []string{url.PathEscape(key), escapeAll(key)}
+		for _, enc := range encodings {
+			resp, body := get(t, srv.URL+"/memberships/"+enc)
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%q as %q: %d %s", key, enc, resp.StatusCode, body)
+				continue
+			}
+			got := decode[lookup](t, body)
+			want := lookup{ContextKey: &key, ContextHash: segments.Hash(key),
+				Memberships: map[string]bool{"seg-" + string(rune('a'+i)) + ".g1": true}, Status: "HEALTHY"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%q as %q (-want +got):\n%s", key, enc, diff)
+			}
+		}
+	}
+}
+
+// escapeAll percent-encodes every byte, which a server must accept like any other escaping.
+func escapeAll(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteString("%" + strings.ToUpper(hex2(s[i])))
+	}
+	return b.String()
+}
+
+func hex2(c byte) string { return string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&0xf]) }
+
+func TestLookupNoMembership(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil))
+	resp, body := get(t, srv.URL+"/memberships/nobody")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if want := `"memberships":{}`; !strings.Contains(string(body), want) {
+		t.Errorf("body %s lacks %s", body, want)
+	}
+}
+
+func TestLookupBadKeys(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil), handlers.WithMaxKeyBytes(10))
+	tests := []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/memberships/" + strings.Repeat("a", 11), 400, "longer than 10 bytes"},
+		{"/memberships/" + strings.Repeat("a", 10), 200, ""},
+		{"/memberships/%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9a", 400, "longer than 10 bytes"}, // 11 bytes, 6 characters
+		{"/memberships/%FF", 400, "not valid UTF-8"},
+		{"/memberships/a%2F%FF", 400, "not valid UTF-8"},
+		{"/memberships/", 404, "context key is empty"},
+	}
+	for _, tt := range tests {
+		resp, body := get(t, srv.URL+tt.path)
+		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.want) {
+			t.Errorf("%s: %d %s, want %d containing %q", tt.path, resp.StatusCode, body, tt.code, tt.want)
+		}
+	}
+}
+
+func TestLookupByHash(t *testing.T) {
+	srv := newServer(t, memoryStore(t, map[string]memory.Context{"dave": {Included: []string{"vip.g2"}}}))
+	dave := segments.Hash("dave") // holds '+' and '/'
+	tests := []struct {
+		name, query string
+		code        int
+		want        string
+	}{
+		{"escaped", "contextHash=" + url.QueryEscape(dave), 200, `"memberships":{"vip.g2":true}`},
+		{"unescaped plus and slash", "contextHash=" + dave, 200, `"memberships":{"vip.g2":true}`},
+		{"unknown hash", "contextHash=" + url.QueryEscape(segments.Hash("nobody")), 200, `"memberships":{}`},
+		{"missing", "", 400, "contextHash query parameter is required"},
+		{"empty", "contextHash=", 400, "empty"},
+		{"twice", "contextHash=YWJj&contextHash=YWJj", 400, "once"},
+		{"URL-safe alphabet", "contextHash=" + strings.NewReplacer("+", "-", "/", "_").Replace(dave), 400, "alphabet"},
+		{"not padded", "contextHash=YWJjZA", 400, "base64"},
+		{"too long", "contextHash=" + strings.Repeat("A", 132), 400, "longer than 128"},
+		{"bad query escape", "contextHash=%zz", 400, "query string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(t, srv.URL+"/memberships?"+tt.query)
+			if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.want) {
+				t.Fatalf("%d %s, want %d containing %q", resp.StatusCode, body, tt.code, tt.want)
+			}
+			if tt.code == 200 && strings.Contains(string(body), "contextKey") {
+				t.Errorf("hash lookup answered with a contextKey: %s", body)
+			}
+		})
+	}
+}
+
+func TestBatch(t *testing.T) {
+	srv := newServer(t, memoryStore(t, map[string]memory.Context{
+		"alice": {Included: []string{"beta.g3"}},
+		"bob":   {Excluded: []string{"beta.g3"}},
+	}))
+	resp, body := post(t, srv.URL+"/memberships", "application/json",
+		`{"contextHashes":["`+segments.Hash("bob")+`"],"contextKeys":["bob","nobody","alice","bob"]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got := decode[struct{ Results []lookup }](t, body).Results
+	s := func(v string) *string { return &v }
+	want := []lookup{
+		{ContextKey: s("bob"), ContextHash: segments.Hash("bob"), Memberships: map[string]bool{"beta.g3": false}, Status: "HEALTHY"},
+		{ContextKey: s("nobody"), ContextHash: segments.Hash("nobody"), Memberships: map[string]bool{}, Status: "HEALTHY"},
+		{ContextKey: s("alice"), ContextHash: segments.Hash("alice"), Memberships: map[string]bool{"beta.g3": true}, Status: "HEALTHY"},
+		{ContextKey: s("bob"), ContextHash: segments.Hash("bob"), Memberships: map[string]bool{"beta.g3": false}, Status: "HEALTHY"},
+		{ContextHash: segments.Hash("bob"), Memberships: map[string]bool{"beta.g3": false}, Status: "HEALTHY"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+
+	resp, body = post(t, srv.URL+"/memberships", "application/json", `{}`)
+	if resp.StatusCode != http.StatusOK || string(body) != "{\"results\":[]}\n" {
+		t.Errorf("empty batch: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestBatchBadRequests(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil), handlers.WithMaxBatch(3), handlers.WithMaxBodyBytes(200), handlers.WithMaxKeyBytes(20))
+	tests := []struct {
+		name, contentType, body string
+		code                    int
+		want                    string
+	}{
+		{"no content type", "", `{}`, 415, "Content-Type must be application/json"},
+		{"form content type", "application/x-www-form-urlencoded", `{}`, 415, "application/json"},
+		{"charset is fine", "application/json; charset=utf-8", `{}`, 200, ""},
+		{"empty body", "application/json", ``, 400, "request body is empty"},
+		{"not JSON", "application/json", `{"contextKeys": [alice]}`, 400, "not valid JSON at byte"},
+		{"truncated", "application/json", `{"contextKeys": ["alice"`, 400, "truncated"},
+		{"array body", "application/json", `["alice"]`, 400, "must be a JSON object"},
+		{"keys not strings", "application/json", `{"contextKeys": [1]}`, 400, "contextKeys must be an array of strings"},
+		{"keys not an array", "application/json", `{"contextKeys": "alice"}`, 400, "contextKeys must be an array of strings"},
+		{"unknown field", "application/json", `{"contextKey": ["alice"]}`, 400, `unknown field "contextKey"`},
+		{"two values", "application/json", `{} {}`, 400, "more than one JSON value"},
+		{"too many", "application/json", `{"contextKeys": ["a","b"], "contextHashes": ["YWJj","YWJj"]}`, 400, "batch of 4 lookups is over the limit of 3"},
+		{"too big", "application/json", `{"contextKeys": ["` + strings.Repeat("a", 300) + `"]}`, 413, "larger than 200 bytes"},
+		{"empty key", "application/json", `{"contextKeys": ["a", ""]}`, 400, "contextKeys[1]: context key is empty"},
+		{"long key", "application/json", `{"contextKeys": ["` + strings.Repeat("a", 21) + `"]}`, 400, "contextKeys[0]: context key is longer than 20 bytes"},
+		{"bad hash", "application/json", `{"contextHashes": ["YWJj", "a b"]}`, 400, "contextHashes[1]: "},
+		{"invalid UTF-8", "application/json", "{\"contextKeys\": [\"\xff\"]}", 400, "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, srv.URL+"/memberships", tt.contentType, tt.body)
+			msg := decode[map[string]any](t, body)["error"]
+			if resp.StatusCode != tt.code || tt.code != 200 && !strings.Contains(msg.(string), tt.want) {
+				t.Fatalf("%d %s, want %d containing %q", resp.StatusCode, body, tt.code, tt.want)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+}
+
+// failingStore fails every read, and metadata reads while metaErr is set.
+type failingStore struct {
+	readErr, metaErr error
+}
+
+func (f failingStore) Memberships(ctx context.Context, hashes []string) []segments.Read {
+	reads := make([]segments.Read, len(hashes))
+	for i := range reads {
+		reads[i].Err = f.readErr
+	}
+	return reads
+}
+
+func (f failingStore) Metadata(ctx context.Context) (segments.Metadata, error) {
+	return segments.Metadata{LastSynchronized: time.Now()}, f.metaErr
+}
+
+func TestStoreErrors(t *testing.T) {
+	secret := errors.New("dial tcp 10.0.0.7:6379: secret internals")
+	srv := newServer(t, failingStore{readErr: secret})
+	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice"))} {
+		resp, body := get(t, srv.URL+path)
+		got := decode[lookup](t, body)
+		if resp.StatusCode != http.StatusServiceUnavailable || got.Status != "STORE_ERROR" || got.Error == "" || got.Memberships != nil {
+			t.Errorf("%s: %d %s, want 503 STORE_ERROR with an error and no memberships", path, resp.StatusCode, body)
+		}
+		if strings.Contains(string(body), "secret") {
+			t.Errorf("%s: internal error leaked: %s", path, body)
+		}
+	}
+	resp, body := post(t, srv.URL+"/memberships", "application/json", `{"contextKeys":["alice","bob"]}`)
+	results := decode[struct{ Results []lookup }](t, body).Results
+	if resp.StatusCode != http.StatusOK || len(results) != 2 || results[1].Status != "STORE_ERROR" || results[1].Error == "" {
+		t.Errorf("batch: %d %s, want 200 with a STORE_ERROR per lookup", resp.StatusCode, body)
+	}
+}
+
+func TestUnavailableStoreButSuccessfulRead(t *testing.T) {
+	srv := newServer(t, failingStore{metaErr: errors.New("metadata unreadable")})
+	resp, body := get(t, srv.URL+"/memberships/alice")
+	got := decode[lookup](t, body)
+	if resp.StatusCode != http.StatusOK || got.Status != "STORE_ERROR" || got.Memberships == nil || got.Error != "" {
+		t.Errorf("%d %s, want 200, status STORE_ERROR, memberships and no error", resp.StatusCode, body)
+	}
+}
+
+func TestUnknownRoutesAndMethods(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil))
+	resp, body := get(t, srv.URL+"/nope")
+	if resp.StatusCode != http.StatusNotFound || decode[map[string]string](t, body)["error"] == "" {
+		t.Errorf("unknown route: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/memberships", nil)
+	resp, body = apitest.Do(t, nil, req)
+	if resp.StatusCode != http.StatusMethodNotAllowed || decode[map[string]string](t, body)["error"] == "" {
+		t.Errorf("DELETE /memberships: %d %s", resp.StatusCode, body)
+	}
+	allow := resp.Header.Values("Allow")
+	sort.Strings(allow)
+	if !slices.Equal(allow, []string{"GET", "POST"}) {
+		t.Errorf("Allow = %q, want GET and POST", allow)
+	}
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil))
+	resp, body := get(t, srv.URL+"/openapi.yaml")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "openapi: 3.0") {
+		t.Errorf("%d %.40s", resp.StatusCode, body)
+	}
+}
+
+// TestRoutesMatchSpec keeps routes.go and api/openapi.yaml listing the same operations.
+func TestRoutesMatchSpec(t *testing.T) {
+	h := handlers.New(segments.New(memoryStore(t, nil)), handlers.WithMetrics(http.NotFoundHandler()))
+	var routes []string
+	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routes = append(routes, method+" "+route)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec []string
+	for path, item := range apitest.Spec(t).Paths.Map() {
+		for method := range item.Operations() {
+			spec = append(spec, method+" "+path)
+		}
+	}
+	sort.Strings(routes)
+	sort.Strings(spec)
+	if diff := cmp.Diff(spec, routes); diff != "" {
+		t.Errorf("routes.go and api/openapi.yaml differ (-spec +routes):\n%s", diff)
+	}
+}
+
+func TestStorePanicIsAnError(t *testing.T) {
+	srv := newServer(t, panickingStore{})
+	resp, err := http.Get(srv.URL + "/memberships/alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"error"`) {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+type panickingStore struct{ failingStore }
+
+func (panickingStore) Memberships(context.Context, []string) []segments.Read { panic("bug") }

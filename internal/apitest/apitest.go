@@ -1,0 +1,104 @@
+// Package apitest checks real HTTP responses against api/openapi.yaml, so that every test
+// that talks to the API also tests the contract.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/bigseg/bigseg/api"
+)
+
+var (
+	loadOnce sync.Once
+	doc      *openapi3.T
+	loadErr  error
+)
+
+// Spec returns the parsed and validated OpenAPI document.
+func Spec(t testing.TB) *openapi3.T {
+	t.Helper()
+	loadOnce.Do(func() {
+		loader := openapi3.NewLoader()
+		doc, loadErr = loader.LoadFromData(api.OpenAPI)
+		if loadErr == nil {
+			loadErr = doc.Validate(loader.Context)
+		}
+	})
+	if loadErr != nil {
+		t.Fatalf("api/openapi.yaml: %v", loadErr)
+	}
+	return doc
+}
+
+// Template returns the spec path that serves a request path: the path itself, or the
+// templated lookup path. Matching is done here rather than by a kin-openapi router because
+// context keys may hold an escaped "/", which path routers split on.
+func Template(path string) string {
+	if strings.HasPrefix(path, "/memberships/") {
+		return "/memberships/{contextKey}"
+	}
+	return path
+}
+
+// Check validates a response (status code, headers, body) against the spec and returns the
+// body. A response for a path or method the spec does not list must be a JSON error.
+func Check(t testing.TB, req *http.Request, resp *http.Response) []byte {
+	t.Helper()
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	d := Spec(t)
+	path := Template(req.URL.Path)
+	item := d.Paths.Find(path)
+	var op *openapi3.Operation
+	if item != nil {
+		op = item.GetOperation(req.Method)
+	}
+	if op == nil {
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: unlisted route answered %d with Content-Type %q, want a JSON error", req.Method, req.URL, resp.StatusCode, ct)
+		}
+		return body
+	}
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: req,
+			Route:   &routers.Route{Spec: d, Path: path, PathItem: item, Method: req.Method, Operation: op},
+		},
+		Status:  resp.StatusCode,
+		Header:  resp.Header,
+		Body:    io.NopCloser(bytes.NewReader(body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), input); err != nil {
+		t.Errorf("%s %s: response %d breaks api/openapi.yaml: %v\nbody: %s", req.Method, req.URL, resp.StatusCode, err, body)
+	}
+	return body
+}
+
+// Do sends req with client (http.DefaultClient if nil), checks the response with Check and
+// returns it with its body.
+func Do(t testing.TB, client *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	return resp, Check(t, req, resp)
+}
