@@ -19,6 +19,11 @@ const envPrefix = "BIGSEG"
 type config struct {
 	Addr               string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
 	RedisURL           string        `envconfig:"REDIS_URL" desc:"redis:// or rediss:// URL of the Big Segments Redis; unset means the embedded store"`
+	RedisDialTimeout   time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"how long connecting to Redis may take"`
+	RedisReadTimeout   time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"500ms" desc:"how long a Redis reply may take"`
+	RedisWriteTimeout  time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"500ms" desc:"how long sending a Redis command may take"`
+	RedisMaxRetries    int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a stale pooled connection, a timeout); -1 for none"`
+	RedisPoolSize      int           `envconfig:"REDIS_POOL_SIZE" default:"0" desc:"most connections per Redis node; 0 means 10 per CPU"`
 	Prefix             string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
 	SeedFile           string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
 	CacheSize          int           `envconfig:"CACHE_SIZE" default:"100000" desc:"most memberships cached; 0 turns the cache off"`
@@ -61,6 +66,17 @@ func (c config) validate() error {
 	}
 	if c.StaleAfter <= 0 {
 		bad("STALE_AFTER", "must be positive")
+	}
+	for name, d := range map[string]time.Duration{"REDIS_DIAL_TIMEOUT": c.RedisDialTimeout, "REDIS_READ_TIMEOUT": c.RedisReadTimeout, "REDIS_WRITE_TIMEOUT": c.RedisWriteTimeout} {
+		if d <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.RedisMaxRetries < -1 {
+		bad("REDIS_MAX_RETRIES", "must be -1 or more")
+	}
+	if c.RedisPoolSize < 0 {
+		bad("REDIS_POOL_SIZE", "must not be negative")
 	}
 	if c.MaxKeyBytes <= 0 {
 		bad("MAX_KEY_BYTES", "must be positive")

@@ -112,7 +112,21 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (segments.Stor
 	if err != nil {
 		return nil, nil, fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, cfg.RedisURL))
 	}
+	opts.DialTimeout = cfg.RedisDialTimeout
+	opts.ReadTimeout = cfg.RedisReadTimeout
+	opts.WriteTimeout = cfg.RedisWriteTimeout
+	opts.MaxRetries = cfg.RedisMaxRetries
+	opts.PoolSize = cfg.RedisPoolSize
+	goredis.SetLogger(redisLogger{log})
 	client := goredis.NewClient(opts)
 	log.Info("using Redis", "store", "redis", "addr", opts.Addr, "db", opts.DB, "prefix", cfg.Prefix)
 	return redis.New(client, cfg.Prefix), func() { client.Close() }, nil
+}
+
+// redisLogger sends go-redis's own log lines (reconnection attempts and the like) to slog at
+// debug level: failures reach operators through lookups, polls and metrics instead.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

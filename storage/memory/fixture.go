@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -118,6 +119,23 @@ func (p *parser) wrap(line int, where string, err error) error {
 	if errors.As(err, &syn) {
 		return p.errorf(p.lineAt(syn.Offset), "%s: invalid JSON: %v", where, err)
 	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		want := "an array of segment refs (strings)"
+		switch {
+		case typ.Type.Kind() == reflect.Int64:
+			want = "unix milliseconds (an integer)"
+		case typ.Field == "":
+			want = `an object like {"included": [...], "excluded": [...]}`
+		case typ.Type.Kind() == reflect.String:
+			want = "a string"
+		}
+		field := where
+		if typ.Field != "" && where != typ.Field {
+			field += "." + typ.Field
+		}
+		return p.errorf(line, "%s: want %s, found %s", field, want, typ.Value)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return p.errorf(p.lineAt(int64(len(p.data))), "%s: unexpected end of file", where)
 	}
@@ -172,7 +190,7 @@ func (p *parser) fixture() (*Fixture, error) {
 			line := p.startOf()
 			var ms int64
 			if err := p.dec.Decode(&ms); err != nil {
-				return nil, p.wrap(line, "synchronizedOn", fmt.Errorf("want unix milliseconds: %w", err))
+				return nil, p.wrap(line, "synchronizedOn", err)
 			}
 			if ms < 0 {
 				return nil, p.errorf(line, "synchronizedOn: negative")
