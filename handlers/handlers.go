@@ -32,7 +32,13 @@ type handler struct {
 	maxBodyBytes int64
 	observe      RequestObserver
 	metrics      http.Handler
-	mux          *chi.Mux
+	storeName    string
+	heartbeat    time.Duration
+	drain, stop  <-chan struct{}
+
+	readyRequiresFresh bool
+
+	mux *chi.Mux
 }
 
 // Option configures the handler.
@@ -56,6 +62,24 @@ func WithRequestObserver(o RequestObserver) Option { return func(a *handler) { a
 // WithMetrics serves h at /metrics.
 func WithMetrics(h http.Handler) Option { return func(a *handler) { a.metrics = h } }
 
+// WithStoreName sets the store named in /status ("redis" or "memory").
+func WithStoreName(name string) Option { return func(a *handler) { a.storeName = name } }
+
+// WithHeartbeat sets how often an idle status stream sends a comment. Default DefaultHeartbeat.
+func WithHeartbeat(d time.Duration) Option { return func(a *handler) { a.heartbeat = d } }
+
+// WithReadyRequiresFresh makes /readyz fail while the data is stale, not only while the store
+// is unavailable.
+func WithReadyRequiresFresh(b bool) Option { return func(a *handler) { a.readyRequiresFresh = b } }
+
+// WithDrain makes /readyz answer 503 once drain is closed: shutdown has begun and load
+// balancers should stop sending traffic, which is still served meanwhile.
+func WithDrain(drain <-chan struct{}) Option { return func(a *handler) { a.drain = drain } }
+
+// WithStop ends every open status stream once stop is closed, so that the server's shutdown
+// does not wait for streams that never end by themselves.
+func WithStop(stop <-chan struct{}) Option { return func(a *handler) { a.stop = stop } }
+
 // New returns the HTTP API over svc.
 func New(svc *segments.Service, opts ...Option) http.Handler {
 	a := &handler{
@@ -64,6 +88,7 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 		maxKeyBytes:  DefaultMaxKeyBytes,
 		maxBatch:     DefaultMaxBatch,
 		maxBodyBytes: DefaultMaxBodyBytes,
+		heartbeat:    DefaultHeartbeat,
 	}
 	for _, o := range opts {
 		o(a)
@@ -84,9 +109,12 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
+// jsonMarshal is the one place values become JSON.
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
 // writeJSON writes v as the JSON body of a response with the given status code.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonMarshal(v)
 	if err != nil { // only ever our own types: a bug
 		code, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}

@@ -8,6 +8,12 @@ func (a *handler) routes(r chi.Router) {
 	r.Get("/memberships", a.getMembershipByHash())
 	r.Post("/memberships", a.postMemberships())
 
+	r.Get("/status", a.getStatus())
+	r.Get("/status/stream", a.getStatusStream())
+	r.Get("/livez", a.getLive())
+	r.Get("/healthz", a.getLive())
+	r.Get("/readyz", a.getReady())
+
 	r.Get("/openapi.yaml", a.openAPI())
 	if a.metrics != nil {
 		r.Method("GET", "/metrics", a.metrics)

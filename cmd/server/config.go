@@ -34,7 +34,9 @@ type config struct {
 	MaxBatch           int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
 	MaxBodyBytes       int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
 	LogLevel           string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long in-flight requests get to finish on shutdown"`
+	ReadyRequiresFresh bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
+	ShutdownDelay      time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice"`
+	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
 }
 
 // loadConfig reads and checks the configuration. Every error names the variable at fault.
@@ -86,6 +88,9 @@ func (c config) validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad("MAX_BODY_BYTES", "must be positive")
+	}
+	if c.ShutdownDelay < 0 {
+		bad("SHUTDOWN_DELAY", "must not be negative")
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("SHUTDOWN_TIMEOUT", "must be positive")

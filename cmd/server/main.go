@@ -38,5 +38,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, stderr, nil)
+	return serve(ctx, cfg, stderr)
 }

@@ -11,38 +11,57 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/memory"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the HTTP service until ctx ends, then shuts down: the server first (letting
-// in-flight requests finish), then the poller, then the Redis client. listening, when set, is
-// told the bound address.
-func serve(ctx context.Context, cfg config, logOut io.Writer, listening func(addr string)) error {
+// serve runs the HTTP service until ctx ends, then shuts down in the order load balancers
+// need: /readyz turns 503 while requests are still served for BIGSEG_SHUTDOWN_DELAY, then the
+// server stops taking requests and lets in-flight ones finish (status streams end at once),
+// then the poller stops, then the Redis client closes.
+func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 
-	store, closeStore, err := openStore(ctx, cfg, log)
+	st, err := openStore(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer st.close()
 
-	svc := segments.New(store,
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	if st.poolStats != nil {
+		m.WatchRedisPool(st.poolStats)
+	}
+	svc := segments.New(st.store,
 		segments.WithCache(cfg.CacheSize, cfg.CacheTTL),
 		segments.WithPollInterval(cfg.StatusPollInterval),
 		segments.WithStaleAfter(cfg.StaleAfter),
 		segments.WithLogger(log),
+		segments.WithObserver(m),
 	)
+	m.WatchCache(svc.CacheLen)
+
+	drain, stop := make(chan struct{}), make(chan struct{})
 	handler := handlers.New(svc,
 		handlers.WithLogger(log),
+		handlers.WithStoreName(st.name),
 		handlers.WithMaxKeyBytes(cfg.MaxKeyBytes),
 		handlers.WithMaxBatch(cfg.MaxBatch),
 		handlers.WithMaxBodyBytes(cfg.MaxBodyBytes),
+		handlers.WithReadyRequiresFresh(cfg.ReadyRequiresFresh),
+		handlers.WithRequestObserver(m.ObserveRequest),
+		handlers.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})),
+		handlers.WithDrain(drain),
+		handlers.WithStop(stop),
 	)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -58,6 +77,7 @@ func serve(ctx context.Context, cfg config, logOut io.Writer, listening func(add
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	srv.RegisterOnShutdown(func() { close(stop) })
 
 	pollCtx, stopPoll := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -69,18 +89,22 @@ func serve(ctx context.Context, cfg config, logOut io.Writer, listening func(add
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(),
+	log.Info("listening", "addr", ln.Addr().String(), "store", st.name,
 		"pollInterval", svc.PollInterval().String(), "staleAfter", svc.StaleAfter().String())
-	if listening != nil {
-		listening(ln.Addr().String())
-	}
 
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
+	close(drain)
+	log.Info("shutting down: not ready, still serving", "delay", cfg.ShutdownDelay.String())
+	select {
+	case <-time.After(cfg.ShutdownDelay):
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down: closing the listener, finishing requests", "timeout", cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -93,24 +117,32 @@ func serve(ctx context.Context, cfg config, logOut io.Writer, listening func(add
 	return nil
 }
 
-// openStore opens the configured store and returns how to close it.
-func openStore(ctx context.Context, cfg config, log *slog.Logger) (segments.Store, func(), error) {
+// openedStore is the configured store and what main must do with it.
+type openedStore struct {
+	store     segments.Store
+	name      string // "redis" or "memory", as /status shows
+	poolStats func() metrics.PoolStats
+	close     func()
+}
+
+// openStore opens the configured store.
+func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 	if cfg.RedisURL == "" {
 		var f *memory.Fixture
 		if cfg.SeedFile != "" {
 			var err error
 			if f, err = memory.ReadFixtureFile(cfg.SeedFile); err != nil {
-				return nil, nil, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
+				return openedStore{}, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
 			}
 		}
 		store := memory.New(f, time.Now())
 		log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
 			"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
-		return store, func() {}, nil
+		return openedStore{store: store, name: "memory", close: func() {}}, nil
 	}
 	opts, err := goredis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, cfg.RedisURL))
+		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, cfg.RedisURL))
 	}
 	opts.DialTimeout = cfg.RedisDialTimeout
 	opts.ReadTimeout = cfg.RedisReadTimeout
@@ -120,7 +152,19 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (segments.Stor
 	goredis.SetLogger(redisLogger{log})
 	client := goredis.NewClient(opts)
 	log.Info("using Redis", "store", "redis", "addr", opts.Addr, "db", opts.DB, "prefix", cfg.Prefix)
-	return redis.New(client, cfg.Prefix), func() { client.Close() }, nil
+	return openedStore{
+		store:     redis.New(client, cfg.Prefix),
+		name:      "redis",
+		poolStats: func() metrics.PoolStats { return poolStats(client.PoolStats()) },
+		close:     func() { client.Close() },
+	}, nil
+}
+
+func poolStats(s *goredis.PoolStats) metrics.PoolStats {
+	return metrics.PoolStats{
+		Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
+		TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), StaleConns: uint64(s.StaleConns),
+	}
 }
 
 // redisLogger sends go-redis's own log lines (reconnection attempts and the like) to slog at

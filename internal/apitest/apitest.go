@@ -5,6 +5,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -17,6 +18,11 @@ import (
 
 	"github.com/bigseg/bigseg/api"
 )
+
+func init() {
+	// Stream bodies are checked as text; CheckSchema checks each event's data.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
+}
 
 var (
 	loadOnce sync.Once
@@ -101,4 +107,20 @@ func Do(t testing.TB, client *http.Client, req *http.Request) (*http.Response, [
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	return resp, Check(t, req, resp)
+}
+
+// CheckSchema validates a JSON document against a schema of components/schemas.
+func CheckSchema(t testing.TB, name string, data []byte) {
+	t.Helper()
+	ref, ok := Spec(t).Components.Schemas[name]
+	if !ok {
+		t.Fatalf("api/openapi.yaml has no schema %q", name)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	if err := ref.Value.VisitJSON(v); err != nil {
+		t.Errorf("%s breaks schema %s: %v", data, name, err)
+	}
 }

@@ -1,0 +1,196 @@
+// Package metrics keeps bigseg's Prometheus metrics on a registry that the caller owns. It
+// implements segments.Observer for the domain's events and a handlers.RequestObserver for
+// HTTP; no label ever carries a context key or hash.
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// Buckets for latencies: lookups served from the cache take microseconds, Redis reads
+// a fraction of a millisecond, timeouts up to seconds.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// Metrics holds every bigseg metric.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	available      prometheus.Gauge
+	stale          prometheus.Gauge
+	lastSync       prometheus.Gauge
+	polls          *prometheus.CounterVec
+	changes        prometheus.Counter
+	lookups        [3][2]prometheus.Counter // by status, then source (store, cache)
+	storeDuration  *prometheus.HistogramVec
+	storeErrors    *prometheus.CounterVec
+	httpRequests   *prometheus.CounterVec
+	httpDuration   *prometheus.HistogramVec
+	httpCache      sync.Map // httpKey -> *httpSeries
+	pollSuccess    prometheus.Counter
+	pollError      prometheus.Counter
+	storeDurations map[string]prometheus.Observer
+}
+
+var _ segments.Observer = (*Metrics)(nil)
+
+var lookupStatuses = [3]segments.LookupStatus{segments.Healthy, segments.Stale, segments.StoreError}
+
+// New registers bigseg's metrics, and the Go and process collectors, on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		reg: reg,
+		available: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bigseg_store_available",
+			Help: "1 if the last status poll read the Big Segment store, else 0.",
+		}),
+		stale: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bigseg_store_stale",
+			Help: "1 if the Big Segment data was never synchronized or is older than staleAfter, else 0.",
+		}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bigseg_store_last_synchronized_timestamp_seconds",
+			Help: "Unix time of the last synchronization of the Big Segment data; 0 if never.",
+		}),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bigseg_store_status_polls_total",
+			Help: "Status polls of the Big Segment store, by result (success, error).",
+		}, []string{"result"}),
+		changes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bigseg_store_status_changes_total",
+			Help: "Changes of the store's available or stale status.",
+		}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bigseg_store_request_duration_seconds",
+			Help:    "Duration of reads of the Big Segment store, by operation (memberships, metadata).",
+			Buckets: latencyBuckets,
+		}, []string{"operation"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bigseg_store_request_errors_total",
+			Help: "Failed reads of the Big Segment store, by operation (memberships, metadata).",
+		}, []string{"operation"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bigseg_http_requests_total",
+			Help: "HTTP requests, by chi route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bigseg_http_request_duration_seconds",
+			Help:    "Duration of HTTP requests, by chi route pattern and method.",
+			Buckets: latencyBuckets,
+		}, []string{"route", "method"}),
+	}
+	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "bigseg_membership_lookups_total",
+		Help: "Context lookups, by lookup status and source (cache, store).",
+	}, []string{"status", "source"})
+	for i, st := range lookupStatuses {
+		for j, src := range []string{"store", "cache"} {
+			m.lookups[i][j] = lookups.WithLabelValues(string(st), src)
+		}
+	}
+	m.pollSuccess = m.polls.WithLabelValues("success")
+	m.pollError = m.polls.WithLabelValues("error")
+	m.storeDurations = map[string]prometheus.Observer{}
+	for _, op := range []string{segments.OpMemberships, segments.OpMetadata} {
+		m.storeDurations[op] = m.storeDuration.WithLabelValues(op)
+		m.storeErrors.WithLabelValues(op)
+	}
+	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, lookups,
+		m.storeDuration, m.storeErrors, m.httpRequests, m.httpDuration,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// WatchCache exports the cache's entry count, read at each scrape.
+func (m *Metrics) WatchCache(entries func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bigseg_cache_entries",
+		Help: "Memberships in the cache, including expired ones not yet purged.",
+	}, func() float64 { return float64(entries()) }))
+}
+
+// Lookup implements segments.Observer.
+func (m *Metrics) Lookup(status segments.LookupStatus, cached bool) {
+	i := 0
+	switch status {
+	case segments.Stale:
+		i = 1
+	case segments.StoreError:
+		i = 2
+	}
+	j := 0
+	if cached {
+		j = 1
+	}
+	m.lookups[i][j].Inc()
+}
+
+// StoreRead implements segments.Observer.
+func (m *Metrics) StoreRead(op string, d time.Duration, err error) {
+	if o, ok := m.storeDurations[op]; ok {
+		o.Observe(d.Seconds())
+	}
+	if err != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// StatusPolled implements segments.Observer.
+func (m *Metrics) StatusPolled(st segments.StoreStatus, err error, changed bool) {
+	if err != nil {
+		m.pollError.Inc()
+	} else {
+		m.pollSuccess.Inc()
+	}
+	if changed {
+		m.changes.Inc()
+	}
+	m.available.Set(boolFloat(st.Available))
+	m.stale.Set(boolFloat(st.Stale))
+	if st.LastSynchronized.IsZero() {
+		m.lastSync.Set(0)
+	} else {
+		m.lastSync.Set(float64(st.LastSynchronized.UnixMilli()) / 1000)
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type httpKey struct {
+	route, method string
+	code          int
+}
+
+type httpSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// ObserveRequest records one answered HTTP request; it has the signature of
+// handlers.RequestObserver. A request that matched no route is labelled route="none".
+func (m *Metrics) ObserveRequest(route, method string, code int, d time.Duration) {
+	if route == "" {
+		route = "none"
+	}
+	k := httpKey{route, method, code}
+	v, ok := m.httpCache.Load(k)
+	if !ok {
+		v, _ = m.httpCache.LoadOrStore(k, &httpSeries{
+			requests: m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)),
+			duration: m.httpDuration.WithLabelValues(route, method),
+		})
+	}
+	s := v.(*httpSeries)
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
+}
