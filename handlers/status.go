@@ -70,7 +70,15 @@ func (a *handler) getStatusStream() http.HandlerFunc {
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
 
+		// A poll that completes between Subscribe and Status is both in the first event and on
+		// the channel: send a change only if it differs from what the client last got.
+		var last segments.StoreStatus
+		lastPolled := false
 		send := func(st segments.StoreStatus, polled bool) error {
+			if lastPolled && polled && st.Available == last.Available && st.Stale == last.Stale {
+				return nil
+			}
+			last, lastPolled = st, polled
 			b, _ := jsonMarshal(a.statusBody(st, polled))
 			if _, err := fmt.Fprintf(w, "event: status\ndata: %s\n\n", b); err != nil {
 				return err

@@ -42,13 +42,13 @@ func (s *switchStore) Metadata(ctx context.Context) (segments.Metadata, error) {
 }
 
 type statusJSON struct {
-	Available          bool     `json:"available"`
-	Stale              bool     `json:"stale"`
-	LastSynchronizedOn int64    `json:"lastSynchronizedOn"`
-	LastSynchronizedAt *string  `json:"lastSynchronizedAt"`
-	CheckedAt          *string  `json:"checkedAt"`
-	StaleAfterSeconds  float64  `json:"staleAfterSeconds"`
-	Store              string   `json:"store"`
+	Available          bool    `json:"available"`
+	Stale              bool    `json:"stale"`
+	LastSynchronizedOn int64   `json:"lastSynchronizedOn"`
+	LastSynchronizedAt *string `json:"lastSynchronizedAt"`
+	CheckedAt          *string `json:"checkedAt"`
+	StaleAfterSeconds  float64 `json:"staleAfterSeconds"`
+	Store              string  `json:"store"`
 }
 
 func TestStatusAndReadiness(t *testing.T) {
