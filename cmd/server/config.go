@@ -10,33 +10,46 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
-	goredis "github.com/redis/go-redis/v9"
 )
 
 const envPrefix = "BIGSEG"
 
 // config is every setting of the server, read from BIGSEG_* environment variables.
 type config struct {
-	Addr               string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
-	RedisURL           string        `envconfig:"REDIS_URL" desc:"redis:// or rediss:// URL of the Big Segments Redis; unset means the embedded store"`
-	RedisDialTimeout   time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"how long connecting to Redis may take"`
-	RedisReadTimeout   time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"500ms" desc:"how long a Redis reply may take"`
-	RedisWriteTimeout  time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"500ms" desc:"how long sending a Redis command may take"`
-	RedisMaxRetries    int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a stale pooled connection, a timeout); -1 for none"`
-	RedisPoolSize      int           `envconfig:"REDIS_POOL_SIZE" default:"0" desc:"most connections per Redis node; 0 means 10 per CPU"`
-	Prefix             string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
-	SeedFile           string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
-	CacheSize          int           `envconfig:"CACHE_SIZE" default:"100000" desc:"most memberships cached; 0 turns the cache off"`
-	CacheTTL           time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached; 0 turns the cache off"`
-	StatusPollInterval time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
-	StaleAfter         time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
-	MaxKeyBytes        int           `envconfig:"MAX_KEY_BYTES" default:"1024" desc:"longest context key accepted, in bytes"`
-	MaxBatch           int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
-	MaxBodyBytes       int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
-	LogLevel           string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	ReadyRequiresFresh bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
-	ShutdownDelay      time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice"`
-	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
+	Addr                       string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
+	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; with no Redis setting at all, the embedded store is used"`
+	RedisClusterAddrs          []string      `envconfig:"REDIS_CLUSTER_ADDRS" desc:"Redis Cluster: comma-separated seed host:port addresses"`
+	RedisSentinelAddrs         []string      `envconfig:"REDIS_SENTINEL_ADDRS" desc:"Sentinel-managed Redis: comma-separated sentinel host:port addresses"`
+	RedisSentinelMaster        string        `envconfig:"REDIS_SENTINEL_MASTER" desc:"Sentinel-managed Redis: the master's name"`
+	RedisSentinelPassword      string        `envconfig:"REDIS_SENTINEL_PASSWORD" desc:"password of the sentinels themselves, if they require one"`
+	RedisDB                    int           `envconfig:"REDIS_DB" default:"0" desc:"database number (standalone and Sentinel; a URL's own /db wins)"`
+	RedisUsername              string        `envconfig:"REDIS_USERNAME" desc:"ACL user name (or in the URL)"`
+	RedisPassword              string        `envconfig:"REDIS_PASSWORD" desc:"password (or in the URL, or BIGSEG_REDIS_PASSWORD_FILE)"`
+	RedisPasswordFile          string        `envconfig:"REDIS_PASSWORD_FILE" desc:"file holding the password, such as a mounted Kubernetes secret"`
+	RedisTLS                   bool          `envconfig:"REDIS_TLS" default:"false" desc:"use TLS (implied by rediss://)"`
+	RedisTLSCAFile             string        `envconfig:"REDIS_TLS_CA_FILE" desc:"PEM CA bundle to verify Redis with, instead of the system roots"`
+	RedisTLSCertFile           string        `envconfig:"REDIS_TLS_CERT_FILE" desc:"PEM client certificate, for Redis servers that require one"`
+	RedisTLSKeyFile            string        `envconfig:"REDIS_TLS_KEY_FILE" desc:"PEM key of the client certificate"`
+	RedisTLSServerName         string        `envconfig:"REDIS_TLS_SERVER_NAME" desc:"name to verify the server certificate against, if not the host dialled"`
+	RedisTLSInsecureSkipVerify bool          `envconfig:"REDIS_TLS_INSECURE_SKIP_VERIFY" default:"false" desc:"do not verify the server certificate (testing only)"`
+	RedisDialTimeout           time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"how long connecting to Redis may take"`
+	RedisReadTimeout           time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"500ms" desc:"how long a Redis reply may take"`
+	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"500ms" desc:"how long sending a Redis command may take"`
+	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a stale pooled connection, a timeout); -1 for none"`
+	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" default:"0" desc:"most connections per Redis node; 0 means 10 per CPU"`
+	Prefix                     string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
+	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
+	CacheSize                  int           `envconfig:"CACHE_SIZE" default:"100000" desc:"most memberships cached; 0 turns the cache off"`
+	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached; 0 turns the cache off"`
+	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
+	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
+	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" default:"1024" desc:"longest context key accepted, in bytes"`
+	MaxBatch                   int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
+	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
+	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
+	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice"`
+	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
 }
 
 // loadConfig reads and checks the configuration. Every error names the variable at fault.
@@ -98,14 +111,7 @@ func (c config) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
-	if c.RedisURL != "" {
-		if _, err := goredis.ParseURL(c.RedisURL); err != nil {
-			bad("REDIS_URL", "%v", redactURLError(err, c.RedisURL))
-		}
-		if c.SeedFile != "" {
-			bad("SEED_FILE", "is for the embedded store; unset it or BIGSEG_REDIS_URL")
-		}
-	}
+	errs = append(errs, c.validateRedis()...)
 	return errors.Join(errs...)
 }
 
@@ -131,7 +137,11 @@ func parseLevel(s string) (slog.Level, error) {
 // usage lists every variable with its default.
 func usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
-	fmt.Fprintf(w, "Usage:\n  server      serve HTTP, configured by the environment below\n  server -h   this help\n\n")
+	fmt.Fprintf(w, "Usage:\n"+
+		"  server                                      serve HTTP, configured by the environment below\n"+
+		"  server load [--replace] [--batch N] FILE    write a fixture file into the configured Redis\n"+
+		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
+		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	var cfg config
 	if err := envconfig.Usagef(envPrefix, &cfg, tw, envconfig.DefaultTableFormat); err != nil {

@@ -1,8 +1,10 @@
 // Command server is bigseg: an HTTP service that answers which Big Segments a context is a
 // member of, from Redis data in the LaunchDarkly layout or from an embedded store.
 //
-//	server               serve (configured by BIGSEG_* environment variables)
-//	server -h            list every variable with its default
+//	server                      serve (configured by BIGSEG_* environment variables)
+//	server -h                   list every variable with its default
+//	server load [--replace] F   write fixture file F into the configured Redis
+//	server healthcheck          exit 0 if the local server answers /livez
 package main
 
 import (
@@ -30,6 +32,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		switch args[1] {
 		case "-h", "-help", "--help", "help":
 			return usage(stdout)
+		case "load":
+			return load(ctx, args[2:], stdout, stderr)
+		case "healthcheck":
+			return healthcheck(ctx, args[2:], stdout, stderr)
 		default:
 			return fmt.Errorf("unknown command %q (try -h)", args[1])
 		}

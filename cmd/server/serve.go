@@ -127,7 +127,7 @@ type openedStore struct {
 
 // openStore opens the configured store.
 func openStore(cfg config, log *slog.Logger) (openedStore, error) {
-	if cfg.RedisURL == "" {
+	if cfg.topology() == topologyNone {
 		var f *memory.Fixture
 		if cfg.SeedFile != "" {
 			var err error
@@ -140,18 +140,13 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 			"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
 		return openedStore{store: store, name: "memory", close: func() {}}, nil
 	}
-	opts, err := goredis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, cfg.RedisURL))
-	}
-	opts.DialTimeout = cfg.RedisDialTimeout
-	opts.ReadTimeout = cfg.RedisReadTimeout
-	opts.WriteTimeout = cfg.RedisWriteTimeout
-	opts.MaxRetries = cfg.RedisMaxRetries
-	opts.PoolSize = cfg.RedisPoolSize
 	goredis.SetLogger(redisLogger{log})
-	client := goredis.NewClient(opts)
-	log.Info("using Redis", "store", "redis", "addr", opts.Addr, "db", opts.DB, "prefix", cfg.Prefix)
+	client, target, err := newRedisClient(cfg)
+	if err != nil {
+		return openedStore{}, err
+	}
+	log.Info("using Redis", "store", "redis", "topology", target.topology, "addrs", target.addrs,
+		"tls", target.tls, "prefix", cfg.Prefix)
 	return openedStore{
 		store:     redis.New(client, cfg.Prefix),
 		name:      "redis",

@@ -6,6 +6,7 @@ package redistest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -96,24 +97,70 @@ type Server struct {
 	t    testing.TB
 	Port int
 	dir  string
-	args []string
+	opts Options
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
+}
+
+// Options configure a Server beyond Start's arguments.
+type Options struct {
+	// Args are extra redis-server arguments, such as "--requirepass", "x".
+	Args []string
+	// TLS, when set, makes the server listen with TLS only (tls-port), and is the client
+	// configuration the readiness check uses. The server's TLS arguments go in Args.
+	TLS *tls.Config
+	// Sentinel runs the server as a sentinel from the configuration file Conf.
+	Sentinel bool
+	// Conf is the content of a configuration file the server starts from.
+	Conf string
 }
 
 // Start starts a redis-server with extra arguments (such as "--requirepass", "x"), stopped
 // when the test ends.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return StartWith(t, Options{Args: args})
+}
+
+// StartWith starts a redis-server configured by opts, stopped when the test ends.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		unavailable(t, "redis-server is not installed")
 	}
-	s := &Server{t: t, Port: FreePort(t), dir: t.TempDir(), args: args}
+	s := &Server{t: t, Port: freeClusterPort(t), dir: t.TempDir(), opts: opts}
+	if opts.Conf != "" {
+		if err := os.WriteFile(filepath.Join(s.dir, "redis.conf"), []byte(opts.Conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
 }
+
+// freeClusterPort returns a free port whose cluster bus port (port+10000) is free too.
+func freeClusterPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		p := FreePort(t)
+		if p+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
+	}
+	t.Fatal("no free port pair")
+	return 0
+}
+
+// Dir is the server's working directory.
+func (s *Server) Dir() string { return s.dir }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
@@ -134,7 +181,7 @@ func (s *Server) URL() string { return "redis://" + s.Addr() }
 
 // Client returns a client of this server, closed when the test ends.
 func (s *Server) Client() *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, TLSConfig: s.opts.TLS})
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -148,17 +195,29 @@ func (s *Server) Restart() {
 	if s.cmd != nil {
 		s.t.Fatal("redistest: server already running")
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+	var args []string
+	if s.opts.Conf != "" {
+		args = append(args, filepath.Join(s.dir, "redis.conf"))
+	}
+	if s.opts.Sentinel {
+		args = append(args, "--sentinel")
+	}
+	if s.opts.TLS != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.Port))
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.Port))
+	}
+	args = append(args, "--bind", "127.0.0.1", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	if !s.opts.Sentinel {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	args = append(args, s.opts.Args...)
 	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
 	s.cmd = cmd
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, TLSConfig: s.opts.TLS})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -188,7 +247,7 @@ func (s *Server) Shutdown() {
 	if s.cmd == nil {
 		return
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, TLSConfig: s.opts.TLS})
 	defer c.Close()
 	_ = c.Do(context.Background(), "SHUTDOWN", "SAVE").Err() // the connection drops: no reply
 	if err := s.cmd.Wait(); err != nil {

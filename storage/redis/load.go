@@ -1,0 +1,205 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Context is one context's refs, to be written by Load.
+type Context struct {
+	Hash     string
+	Included []string
+	Excluded []string
+}
+
+// LoadOptions tune Load.
+type LoadOptions struct {
+	// Replace makes Redis match the contexts given: refs they no longer list are removed, and
+	// so are the sets of every context under the prefix that is not given. Without it, Load
+	// only adds.
+	Replace bool
+	// SynchronizedOn is written as the synchronization time once every context is written.
+	SynchronizedOn time.Time
+	// BatchSize is how many contexts go in one pipeline; 0 means 1000.
+	BatchSize int
+	// Progress, when set, is called after each batch with the contexts written so far.
+	Progress func(done, total int)
+}
+
+// LoadStats counts what Load did.
+type LoadStats struct {
+	Contexts     int // contexts written
+	RefsAdded    int // refs added to sets (already present ones are not counted)
+	RefsRemoved  int // refs removed from listed contexts (Replace)
+	KeysDeleted  int // sets of unlisted contexts deleted (Replace)
+	SyncedOnMsec int64
+}
+
+// Load writes contexts in the LaunchDarkly Big Segments layout, then the synchronization
+// time, for demos, tests and migrations. It is idempotent. Nothing relies on transactions,
+// which Redis Cluster cannot run across slots (a context's two sets are in different slots):
+// additions are written before removals, so a reader during a load sees a context's old refs,
+// its new ones, or both, never neither.
+func (s *Store) Load(ctx context.Context, contexts []Context, opts LoadOptions) (LoadStats, error) {
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = 1000
+	}
+	var st LoadStats
+	listed := make(map[string]struct{}, len(contexts))
+	for start := 0; start < len(contexts); start += batch {
+		chunk := contexts[start:min(start+batch, len(contexts))]
+		if err := s.loadBatch(ctx, chunk, opts.Replace, &st); err != nil {
+			return st, err
+		}
+		for _, c := range chunk {
+			listed[c.Hash] = struct{}{}
+		}
+		st.Contexts += len(chunk)
+		if opts.Progress != nil {
+			opts.Progress(st.Contexts, len(contexts))
+		}
+	}
+	if opts.Replace {
+		n, err := s.deleteUnlisted(ctx, listed)
+		st.KeysDeleted = n
+		if err != nil {
+			return st, err
+		}
+	}
+	st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
+	if err := s.client.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0).Err(); err != nil {
+		return st, fmt.Errorf("set %s: %w", s.syncedOnKey, err)
+	}
+	return st, nil
+}
+
+func (s *Store) loadBatch(ctx context.Context, chunk []Context, replace bool, st *LoadStats) error {
+	// With Replace, read what is there first, to know what to remove.
+	var current []*goredis.StringSliceCmd
+	if replace {
+		pipe := s.client.Pipeline()
+		current = make([]*goredis.StringSliceCmd, 2*len(chunk))
+		for i, c := range chunk {
+			current[2*i] = pipe.SMembers(ctx, s.IncludeKey(c.Hash))
+			current[2*i+1] = pipe.SMembers(ctx, s.ExcludeKey(c.Hash))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("read current memberships: %w", err)
+		}
+	}
+	pipe := s.client.Pipeline()
+	var adds, removes []*goredis.IntCmd
+	for i, c := range chunk {
+		for j, set := range [][]string{c.Included, c.Excluded} {
+			key := s.IncludeKey(c.Hash)
+			if j == 1 {
+				key = s.ExcludeKey(c.Hash)
+			}
+			if len(set) > 0 {
+				adds = append(adds, pipe.SAdd(ctx, key, anys(set)...))
+			}
+			if replace {
+				if extra := missing(current[2*i+j].Val(), set); len(extra) > 0 {
+					removes = append(removes, pipe.SRem(ctx, key, anys(extra)...))
+				}
+			}
+		}
+	}
+	if len(adds)+len(removes) == 0 {
+		return nil
+	}
+	// Additions come first in the pipeline; on a cluster, commands for one node keep their
+	// order, and a context's additions and removals of one set are for the same node.
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("write memberships: %w", err)
+	}
+	for _, c := range adds {
+		st.RefsAdded += int(c.Val())
+	}
+	for _, c := range removes {
+		st.RefsRemoved += int(c.Val())
+	}
+	return nil
+}
+
+// deleteUnlisted deletes the include and exclude sets of every context under the prefix
+// that is not in listed, scanning every master of a cluster.
+func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}) (int, error) {
+	include, exclude := s.IncludeKey(""), s.ExcludeKey("")
+	var mu sync.Mutex // cluster masters are scanned concurrently
+	deleted := 0
+	scan := func(ctx context.Context, c goredis.Cmdable) error {
+		for _, prefix := range []string{include, exclude} {
+			iter := c.Scan(ctx, 0, escapeGlob(prefix)+"*", 1000).Iterator()
+			var stale []string
+			for iter.Next(ctx) {
+				if _, ok := listed[strings.TrimPrefix(iter.Val(), prefix)]; !ok {
+					stale = append(stale, iter.Val())
+				}
+			}
+			if err := iter.Err(); err != nil {
+				return fmt.Errorf("scan %s*: %w", prefix, err)
+			}
+			for _, k := range stale { // one key per call: keys of a cluster may be in any slot
+				n, err := s.client.Del(ctx, k).Result()
+				if err != nil {
+					return fmt.Errorf("delete %s: %w", k, err)
+				}
+				mu.Lock()
+				deleted += int(n)
+				mu.Unlock()
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
+			return scan(ctx, master)
+		})
+		return deleted, err
+	}
+	return deleted, scan(ctx, s.client)
+}
+
+// escapeGlob escapes SCAN MATCH's special characters, so a prefix is matched literally.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// missing returns the members of have that want does not list.
+func missing(have, want []string) []string {
+	keep := make(map[string]struct{}, len(want))
+	for _, w := range want {
+		keep[w] = struct{}{}
+	}
+	var out []string
+	for _, h := range have {
+		if _, ok := keep[h]; !ok {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

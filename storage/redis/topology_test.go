@@ -1,0 +1,252 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/redis"
+)
+
+// fixture returns n contexts with distinct refs, and their expected memberships by hash.
+func fixture(n int) ([]redis.Context, []string, map[string]map[string]bool) {
+	var contexts []redis.Context
+	var hashes []string
+	want := map[string]map[string]bool{}
+	for i := range n {
+		h := segments.Hash(fmt.Sprintf("user-%d", i))
+		c := redis.Context{Hash: h, Included: []string{fmt.Sprintf("seg-%d.g1", i%7)}, Excluded: []string{fmt.Sprintf("seg-%d.g2", i%5)}}
+		contexts = append(contexts, c)
+		hashes = append(hashes, h)
+		want[h] = map[string]bool{c.Included[0]: true, c.Excluded[0]: false}
+	}
+	return contexts, hashes, want
+}
+
+// check reads hashes in one call and compares with want; it returns the number of failed
+// reads and fails the test on a wrong answer.
+func check(t *testing.T, store *redis.Store, hashes []string, want map[string]map[string]bool) int {
+	t.Helper()
+	failed := 0
+	for i, r := range store.Memberships(context.Background(), hashes) {
+		if r.Err != nil {
+			failed++
+			continue
+		}
+		got := r.Membership.Map()
+		if fmt.Sprint(got) != fmt.Sprint(want[hashes[i]]) {
+			t.Errorf("context %d: got %v, want %v", i, got, want[hashes[i]])
+		}
+	}
+	return failed
+}
+
+// keysPerNode counts the keys on each master.
+func keysPerNode(t *testing.T, c *goredis.ClusterClient) []int64 {
+	t.Helper()
+	var mu sync.Mutex
+	var counts []int64
+	err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error {
+		n, err := m.DBSize(ctx).Result()
+		mu.Lock()
+		counts = append(counts, n)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+func TestCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	hook := &roundTrips{}
+	client.AddHook(hook)
+	contexts, hashes, want := fixture(300)
+
+	for _, prefix := range []string{"launchdarkly", "{ld}"} {
+		t.Run(prefix, func(t *testing.T) {
+			ctx := context.Background()
+			err := client.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+				return m.FlushAll(ctx).Err() // our own cluster
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := redis.New(client, prefix)
+			if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now(), BatchSize: 64}); err != nil {
+				t.Fatal(err)
+			}
+			nodes := 0
+			for _, n := range keysPerNode(t, client) {
+				if n > 0 {
+					nodes++
+				}
+			}
+			if wantNodes := map[string]int{"launchdarkly": 3, "{ld}": 1}[prefix]; nodes != wantNodes {
+				t.Errorf("keys on %d nodes, want %d", nodes, wantNodes)
+			}
+			before := hook.n.Load()
+			if failed := check(t, store, hashes, want); failed > 0 {
+				t.Fatalf("%d failed reads", failed)
+			}
+			if got := hook.n.Load() - before; got != 1 {
+				t.Errorf("a batch of %d contexts across slots took %d pipeline calls, want 1", len(hashes), got)
+			}
+			for _, h := range hashes[:20] {
+				before := hook.n.Load()
+				check(t, store, []string{h}, want)
+				if got := hook.n.Load() - before; got != 1 {
+					t.Errorf("one lookup took %d calls, want 1", got)
+				}
+			}
+			if md, err := store.Metadata(ctx); err != nil || md.LastSynchronized.IsZero() {
+				t.Errorf("metadata: %v, %v", md, err)
+			}
+		})
+	}
+}
+
+// readContinuously reads every context in batches until stop is closed, counting reads and
+// failed reads; wrong answers fail the test.
+func readContinuously(t *testing.T, store *redis.Store, hashes []string, want map[string]map[string]bool, stop <-chan struct{}) (reads, failed *atomic.Int64, done *sync.WaitGroup) {
+	reads, failed, done = &atomic.Int64{}, &atomic.Int64{}, &sync.WaitGroup{}
+	for w := range 4 {
+		done.Go(func() {
+			for i := w; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := (i * 10) % len(hashes)
+				n := check(t, store, hashes[start:min(start+10, len(hashes))], want)
+				reads.Add(1)
+				failed.Add(int64(n))
+			}
+		})
+	}
+	return reads, failed, done
+}
+
+func TestClusterReshardDuringReads(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	contexts, hashes, want := fixture(500)
+	store := redis.New(client, "launchdarkly")
+	if _, err := store.Load(context.Background(), contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, n := range cluster.Nodes {
+		id, err := n.Client().ClusterMyID(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n.Addr()] = id
+	}
+	stop := make(chan struct{})
+	reads, failed, done := readContinuously(t, store, hashes, want, stop)
+	// Move 3000 slots (and their keys) from the first node to the second while reads go on.
+	out, err := exec.Command("redis-cli", "--cluster", "reshard", cluster.Nodes[0].Addr(),
+		"--cluster-from", ids[cluster.Nodes[0].Addr()], "--cluster-to", ids[cluster.Nodes[1].Addr()],
+		"--cluster-slots", "3000", "--cluster-yes", "--cluster-pipeline", "10").CombinedOutput()
+	if err != nil {
+		t.Fatalf("reshard: %v\n%s", err, tail(out))
+	}
+	close(stop)
+	done.Wait()
+	cluster.WaitOK(t)
+	t.Logf("%d batch reads during the reshard, %d failed context reads", reads.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Errorf("%d context reads failed during a slot migration; go-redis follows MOVED and ASK, so none should", failed.Load())
+	}
+	if reads.Load() == 0 {
+		t.Error("no reads ran during the reshard")
+	}
+	if n := check(t, store, hashes, want); n != 0 {
+		t.Errorf("%d reads failed after the reshard", n)
+	}
+}
+
+func TestClusterNodeRestartDuringReads(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs(),
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: 1})
+	t.Cleanup(func() { client.Close() })
+	contexts, hashes, want := fixture(300)
+	store := redis.New(client, "launchdarkly")
+	if _, err := store.Load(context.Background(), contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	reads, failed, done := readContinuously(t, store, hashes, want, stop)
+	node := cluster.Nodes[2]
+	node.Shutdown() // saves its data and cluster config first
+	before := reads.Load()
+	waitUntil(t, "reads while the node is down", func() bool { return reads.Load() > before+20 })
+	node.Restart()
+	cluster.WaitOK(t)
+	// Recovery: every context reads again without restarting the client.
+	waitUntil(t, "all contexts readable again", func() bool { return check(t, store, hashes, want) == 0 })
+	close(stop)
+	done.Wait()
+	t.Logf("%d batch reads, %d failed context reads while a master was down", reads.Load(), failed.Load())
+	if failed.Load() == 0 {
+		t.Error("no read failed while a master was down: the test did not test an outage")
+	}
+}
+
+func TestSentinelFailoverDuringReads(t *testing.T) {
+	set := redistest.StartSentinel(t, "bigseg-master")
+	client := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: set.MasterName, SentinelAddrs: []string{set.Sentinel.Addr()},
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: 1})
+	t.Cleanup(func() { client.Close() })
+	contexts, hashes, want := fixture(200)
+	store := redis.New(client, "launchdarkly")
+	ctx := context.Background()
+	if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := client.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 { // replicated before the failover
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	stop := make(chan struct{})
+	reads, failed, done := readContinuously(t, store, hashes, want, stop)
+	set.Failover(t)
+	waitUntil(t, "all contexts readable from the new master", func() bool { return check(t, store, hashes, want) == 0 })
+	// The client now talks to the new master.
+	if err := client.Set(ctx, "bigseg-failover-probe", "1", 0).Err(); err != nil {
+		t.Errorf("write after failover: %v", err)
+	}
+	close(stop)
+	done.Wait()
+	t.Logf("%d batch reads, %d failed context reads during the failover", reads.Load(), failed.Load())
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+func tail(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-15):], "\n")
+}
