@@ -56,8 +56,16 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 		cmds[2*i] = pipe.SMembers(ctx, s.IncludeKey(h))
 		cmds[2*i+1] = pipe.SMembers(ctx, s.ExcludeKey(h))
 	}
-	_, _ = pipe.Exec(ctx) // every command carries its own error
+	_, execErr := pipe.Exec(ctx)
 	reads := make([]segments.Read, len(hashes))
+	if execErr != nil && !anyErr(cmds) {
+		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
+		// rejected password, on Exec only): its commands' empty results mean nothing.
+		for i := range reads {
+			reads[i].Err = fmt.Errorf("pipeline: %w", execErr)
+		}
+		return reads
+	}
 	for i := range hashes {
 		inc, err := cmds[2*i].Result()
 		if err != nil {
@@ -72,6 +80,15 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 		reads[i].Membership = segments.NewMembership(inc, exc)
 	}
 	return reads
+}
+
+func anyErr(cmds []*goredis.StringSliceCmd) bool {
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Metadata implements segments.Store. A missing synchronized_on key means never synchronized;

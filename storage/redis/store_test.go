@@ -148,3 +148,20 @@ func TestRedisDown(t *testing.T) {
 		t.Error("Metadata on a stopped server: no error")
 	}
 }
+
+// TestRejectedPasswordFailsReads guards against trusting a pipeline that never ran: go-redis
+// reports a failed AUTH on Exec only, leaving the commands with empty results and no error.
+func TestRejectedPasswordFailsReads(t *testing.T) {
+	srv := redistest.Start(t, "--requirepass", "right")
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
+	defer c.Close()
+	store := redis.New(c, "")
+	for i, r := range store.Memberships(context.Background(), []string{segments.Hash("a"), segments.Hash("b")}) {
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "WRONGPASS") {
+			t.Errorf("read %d: %v, %v; want a WRONGPASS error", i, r.Membership.Map(), r.Err)
+		}
+	}
+	if _, err := store.Metadata(context.Background()); err == nil {
+		t.Error("Metadata with a rejected password: no error")
+	}
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/storage/memory"
+)
+
+// loadFile runs "server load" with the given environment.
+func loadFile(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	setEnv(t, env)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), append([]string{"server", "load"}, args...), &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// expectFixtureServed reads every context of the fixture back through HTTP and compares.
+func expectFixtureServed(t *testing.T, srv *server, path string) {
+	t.Helper()
+	f, err := memory.ReadFixtureFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Contexts {
+		want := map[string]bool{}
+		for _, r := range c.Excluded {
+			want[r] = false
+		}
+		for _, r := range c.Included {
+			want[r] = true
+		}
+		p := "/memberships?contextHash=" + url.QueryEscape(c.Hash)
+		if c.Key != "" {
+			p = "/memberships/" + url.PathEscape(c.Key)
+		}
+		resp, body := srv.get(t, p)
+		got := decode[lookup](t, body)
+		if resp.StatusCode != 200 || got.Status != "HEALTHY" || !reflect.DeepEqual(got.Memberships, want) {
+			t.Errorf("%s: %d %s, want memberships %v", p, resp.StatusCode, body, want)
+		}
+	}
+}
+
+func TestLoadRoundTrip(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	env := map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix}
+	out, err := loadFile(t, env, "../../examples/memberships.json")
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "loaded 6 contexts") {
+		t.Errorf("load output: %s", out)
+	}
+	if out, err := loadFile(t, env, "../../examples/memberships.json"); err != nil || !strings.Contains(out, "0 refs added") {
+		t.Errorf("second load (idempotent): %v\n%s", err, out)
+	}
+	srv := start(t, env)
+	expectFixtureServed(t, srv, "../../examples/memberships.json")
+}
+
+func TestLoadRejectsMalformedFileBeforeWriting(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte("{\"contexts\": {\n\"alice\": {\"included\": [\"a.g1\"]},\n\"bob\": {\"included\": [\"\"]}\n}}"), 0o600)
+	out, err := loadFile(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix}, bad)
+	if err == nil || !strings.Contains(err.Error(), `bad.json:3: contexts["bob"].included[0]: empty segment ref`) {
+		t.Fatalf("load of a malformed file: %v\n%s", err, out)
+	}
+	if keys, _ := c.Keys(context.Background(), prefix+":*").Result(); len(keys) != 0 {
+		t.Errorf("a rejected file wrote %v", keys)
+	}
+}
+
+func TestLoadUsage(t *testing.T) {
+	if _, err := loadFile(t, nil, "../../examples/memberships.json"); err == nil || !strings.Contains(err.Error(), "no Redis configured") {
+		t.Errorf("load without Redis: %v", err)
+	}
+	if _, err := loadFile(t, map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1"}); err == nil {
+		t.Error("load without a file succeeded")
+	}
+}
+
+func TestClusterEndToEnd(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	for _, prefix := range []string{"launchdarkly", "{ld}"} {
+		t.Run(prefix, func(t *testing.T) {
+			env := map[string]string{"BIGSEG_REDIS_CLUSTER_ADDRS": strings.Join(cluster.Addrs()[:1], ","), "BIGSEG_PREFIX": prefix}
+			if out, err := loadFile(t, env, "--replace", "../../examples/memberships.json"); err != nil {
+				t.Fatalf("load: %v\n%s", err, out)
+			}
+			srv := start(t, env)
+			if rec := srv.logs.find("using Redis"); len(rec) != 1 || rec[0]["topology"] != "cluster" {
+				t.Errorf("start-up log: %v", rec)
+			}
+			expectFixtureServed(t, srv, "../../examples/memberships.json")
+			body, _ := json.Marshal(map[string][]string{"contextKeys": {"alice", "bob", "carol@example.com", "zoë", "nobody"}})
+			resp, b := srv.post(t, "/memberships", string(body))
+			if results := decode[struct{ Results []lookup }](t, b).Results; resp.StatusCode != 200 || len(results) != 5 || results[0].Memberships["beta-users.g3"] != true {
+				t.Errorf("batch across slots: %d %s", resp.StatusCode, b)
+			}
+		})
+	}
+}
+
+func TestSentinelEndToEnd(t *testing.T) {
+	set := redistest.StartSentinel(t, "bigseg-master")
+	env := map[string]string{"BIGSEG_REDIS_SENTINEL_ADDRS": set.Sentinel.Addr(), "BIGSEG_REDIS_SENTINEL_MASTER": set.MasterName,
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "50ms"}
+	if out, err := loadFile(t, env, "../../examples/memberships.json"); err != nil {
+		t.Fatalf("load: %v\n%s", err, out)
+	}
+	if n, err := set.Master.Client().Do(context.Background(), "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+	srv := start(t, env)
+	expectFixtureServed(t, srv, "../../examples/memberships.json")
+	set.Failover(t)
+	waitFor(t, "lookups served by the new master", func() bool {
+		resp, err := http.Get(srv.URL + "/memberships/alice")
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	expectFixtureServed(t, srv, "../../examples/memberships.json")
+	if resp, body := srv.get(t, "/readyz"); resp.StatusCode != 200 {
+		waitFor(t, "ready after failover", func() bool { r, _ := http.Get(srv.URL + "/readyz"); return r != nil && r.StatusCode == 200 })
+		_ = body
+	}
+}
+
+func TestTLSWithACLUser(t *testing.T) {
+	files := redistest.NewTLS(t)
+	const password = "s3cret-Passw0rd"
+	rs := redistest.StartTLS(t, files, "--user", "default", "off", "--user", "bigseg", "on", ">"+password, "~*", "&*", "+@all")
+	pwFile := filepath.Join(t.TempDir(), "password")
+	os.WriteFile(pwFile, []byte(password+"\n"), 0o600) // as a mounted secret often is, newline and all
+	env := map[string]string{
+		"BIGSEG_REDIS_URL": "rediss://bigseg@" + rs.Addr(), "BIGSEG_REDIS_PASSWORD_FILE": pwFile,
+		"BIGSEG_REDIS_TLS_CA_FILE": files.CAFile, "BIGSEG_REDIS_TLS_CERT_FILE": files.ClientCert, "BIGSEG_REDIS_TLS_KEY_FILE": files.ClientKey,
+	}
+	if out, err := loadFile(t, env, "../../examples/memberships.json"); err != nil {
+		t.Fatalf("load over TLS: %v\n%s", err, out)
+	}
+	srv := start(t, env)
+	expectFixtureServed(t, srv, "../../examples/memberships.json")
+	if resp, body := srv.get(t, "/status"); resp.StatusCode != 200 || strings.Contains(string(body), password) {
+		t.Errorf("/status: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(srv.logs.all(), password) {
+		t.Error("the password is in the logs")
+	}
+
+	t.Run("wrong password", func(t *testing.T) {
+		os.WriteFile(pwFile, []byte("wrong"), 0o600)
+		srv := start(t, env)
+		resp, body := srv.get(t, "/memberships/alice")
+		if resp.StatusCode != 503 || strings.Contains(string(body), "wrong") {
+			t.Errorf("wrong password: %d %s", resp.StatusCode, body)
+		}
+		os.WriteFile(pwFile, []byte(password), 0o600)
+	})
+	t.Run("untrusted server", func(t *testing.T) {
+		other := redistest.NewTLS(t) // a CA that did not sign the server's certificate
+		e := map[string]string{}
+		for k, v := range env {
+			e[k] = v
+		}
+		e["BIGSEG_REDIS_TLS_CA_FILE"] = other.CAFile
+		srv := start(t, e)
+		if resp, body := srv.get(t, "/memberships/alice"); resp.StatusCode != 503 {
+			t.Errorf("server certificate from an unknown CA: %d %s", resp.StatusCode, body)
+		}
+	})
+}
+
+func TestRedisConfigConflicts(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pw, []byte("filepass"), 0o600)
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_CLUSTER_ADDRS": "b:1"}, "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_ADDRS are set: choose one Redis topology"},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_ADDRS": "b:1", "BIGSEG_REDIS_SENTINEL_ADDRS": "c:1", "BIGSEG_REDIS_SENTINEL_MASTER": "m"}, "choose one Redis topology"},
+		{map[string]string{"BIGSEG_REDIS_SENTINEL_ADDRS": "c:1"}, "BIGSEG_REDIS_SENTINEL_MASTER: required"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_SENTINEL_MASTER": "m"}, "BIGSEG_REDIS_SENTINEL_MASTER is set without"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_PASSWORD": "x", "BIGSEG_REDIS_PASSWORD_FILE": pw}, "choose one"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://u:hunter2@a:1", "BIGSEG_REDIS_PASSWORD": "x"}, "BIGSEG_REDIS_URL has a password and BIGSEG_REDIS_PASSWORD(_FILE) is set"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_TLS_CA_FILE": "/ca.pem"}, "BIGSEG_REDIS_TLS_CA_FILE is set but TLS is off"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_TLS_INSECURE_SKIP_VERIFY": "true"}, "INSECURE_SKIP_VERIFY is set but TLS is off"},
+		{map[string]string{"BIGSEG_REDIS_URL": "rediss://a:1", "BIGSEG_REDIS_TLS_CERT_FILE": "/c.pem"}, "go together"},
+		{map[string]string{"BIGSEG_REDIS_PASSWORD": "x"}, "BIGSEG_REDIS_PASSWORD is set but no Redis is"},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_ADDRS": "nohostport"}, `"nohostport" is not host:port`},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_SEED_FILE": "x.json"}, "BIGSEG_SEED_FILE is for the embedded store"},
+		{map[string]string{"BIGSEG_REDIS_URL": "mysql://u:hunter2@a:1"}, "BIGSEG_REDIS_URL"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_DIAL_TIMEOUT": "0s"}, "BIGSEG_REDIS_DIAL_TIMEOUT: must be positive"},
+		{map[string]string{"BIGSEG_REDIS_URL": "rediss://a:1", "BIGSEG_REDIS_TLS_CA_FILE": "/does/not/exist.pem"}, "BIGSEG_REDIS_TLS_CA_FILE"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_PASSWORD_FILE": "/does/not/exist"}, "BIGSEG_REDIS_PASSWORD_FILE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			setEnv(t, tt.env)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := run(ctx, []string{"server"}, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run = %v, want an error containing %q", err, tt.want)
+			}
+			for _, secret := range []string{"hunter2", "filepass"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("secret in error: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	srv := start(t, nil)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"server", "healthcheck", "--url", srv.URL + "/livez"}, &out, io.Discard); err != nil || out.String() != "ok\n" {
+		t.Errorf("healthcheck of a live server: %v %q", err, out.String())
+	}
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	t.Setenv("BIGSEG_ADDR", ":"+port) // as in the Docker image: the port of BIGSEG_ADDR on 127.0.0.1
+	if err := run(context.Background(), []string{"server", "healthcheck"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("healthcheck by BIGSEG_ADDR: %v", err)
+	}
+	srv.stop()
+	if err := run(context.Background(), []string{"server", "healthcheck", "--url", srv.URL + "/livez", "--timeout", "1s"}, io.Discard, io.Discard); err == nil {
+		t.Error("healthcheck of a stopped server succeeded")
+	}
+	t.Setenv("BIGSEG_ADDR", "127.0.0.1:0")
+	if err := run(context.Background(), []string{"server", "healthcheck"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no fixed port") {
+		t.Errorf("healthcheck with port 0: %v", err)
+	}
+}
