@@ -32,9 +32,11 @@ type Service struct {
 	log          *slog.Logger
 	obs          Observer
 
-	reads  singleflight.Group // by context hash
-	polls  singleflight.Group // one key: inline polls before the first scheduled one
-	status atomic.Pointer[StoreStatus]
+	reads *coalescer
+	polls singleflight.Group // one key: inline polls before the first scheduled one
+
+	maxReadsInFlight, maxReadBatch int
+	status                         atomic.Pointer[StoreStatus]
 
 	mu   sync.Mutex // guards subs
 	subs map[*subscription]struct{}
@@ -79,6 +81,13 @@ func WithObserver(o Observer) Option {
 	return func(s *Service) { s.obs = o }
 }
 
+// WithCoalescing bounds how many membership reads for single lookups run at once, and how
+// many cache misses one of them may carry (misses that arrive while all are busy are read
+// together, in one store call). Defaults: DefaultMaxReadsInFlight, DefaultMaxReadBatch.
+func WithCoalescing(maxInFlight, maxBatch int) Option {
+	return func(s *Service) { s.maxReadsInFlight, s.maxReadBatch = maxInFlight, maxBatch }
+}
+
 // New returns a Service reading store. It starts nothing: call Run to poll the store's status.
 func New(store Store, opts ...Option) *Service {
 	s := &Service{
@@ -90,10 +99,14 @@ func New(store Store, opts ...Option) *Service {
 		log:          slog.New(slog.DiscardHandler),
 		obs:          nopObserver{},
 		subs:         make(map[*subscription]struct{}),
+
+		maxReadsInFlight: DefaultMaxReadsInFlight,
+		maxReadBatch:     DefaultMaxReadBatch,
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.reads = newCoalescer(s.readStore, s.maxReadsInFlight, s.maxReadBatch)
 	if s.cache != nil {
 		s.cache.now = s.now
 	}
@@ -166,31 +179,16 @@ func (s *Service) hashOf(byHash bool, k string) string {
 	return Hash(k)
 }
 
-// readShared reads one membership, sharing the read with every concurrent caller for the same
-// hash. The read runs on a context detached from the caller that started it, so one caller
-// giving up does not fail the others; each caller still stops waiting when its own ctx ends.
-// The store's own timeouts bound the read.
+// readShared reads one membership through the coalescer, sharing the read with concurrent
+// callers for the same context and batching it with concurrent misses for others.
 func (s *Service) readShared(ctx context.Context, hash string) (Membership, error) {
-	ch := s.reads.DoChan(hash, func() (m any, err error) {
-		// DoChan re-panics on a goroutine of its own, which no one could recover: a store bug
-		// would take the process down. Make it this lookup's error instead.
-		defer func() {
-			if v := recover(); v != nil {
-				m, err = Membership{}, fmt.Errorf("read membership: store panicked: %v", v)
-			}
-		}()
-		reads := s.readStore(context.WithoutCancel(ctx), []string{hash})
-		return reads[0].Membership, reads[0].Err
-	})
+	cl := s.reads.get(hash)
 	if s.joined != nil {
 		s.joined()
 	}
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return Membership{}, r.Err
-		}
-		return r.Val.(Membership), nil
+	case <-cl.done:
+		return cl.m, cl.err
 	case <-ctx.Done():
 		return Membership{}, fmt.Errorf("read membership: %w", context.Cause(ctx))
 	}

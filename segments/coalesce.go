@@ -1,0 +1,124 @@
+package segments
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Defaults for coalescing store reads.
+const (
+	DefaultMaxReadsInFlight = 8
+	DefaultMaxReadBatch     = 256
+)
+
+// coalescer reads memberships for concurrent cache misses, sharing work two ways:
+//
+//   - a miss for a context already pending or being read waits for that read (singleflight),
+//     so N concurrent misses for one context cost one read;
+//   - misses for different contexts that arrive while maxInFlight reads are already running
+//     queue up, and the next free reader sends the whole queue (up to maxBatch) as one store
+//     call: one Redis pipeline instead of one round trip each.
+//
+// Under light load every miss finds a free reader and is read at once, alone: coalescing adds
+// no waiting, only the batching that concurrency makes possible. Readers are goroutines that
+// exit as soon as the queue is empty.
+//
+// Reads run on a context detached from the callers (one caller giving up must not fail the
+// others); the store's own timeouts bound them. A caller stops waiting when its own context
+// ends; the read still completes and is delivered to whoever else waits.
+type coalescer struct {
+	read        func(ctx context.Context, hashes []string) []Read
+	maxInFlight int
+	maxBatch    int
+
+	mu       sync.Mutex
+	calls    map[string]*call // pending or being read, by hash
+	queue    []*call          // pending
+	inFlight int              // running readers
+}
+
+type call struct {
+	hash string
+	done chan struct{} // closed when m and err are set
+	m    Membership
+	err  error
+}
+
+func newCoalescer(read func(context.Context, []string) []Read, maxInFlight, maxBatch int) *coalescer {
+	return &coalescer{
+		read:        read,
+		maxInFlight: max(maxInFlight, 1),
+		maxBatch:    max(maxBatch, 1),
+		calls:       make(map[string]*call),
+	}
+}
+
+// get returns the call reading hash, starting or joining one.
+func (c *coalescer) get(hash string) *call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.calls[hash]; ok {
+		return cl
+	}
+	cl := &call{hash: hash, done: make(chan struct{})}
+	c.calls[hash] = cl
+	c.queue = append(c.queue, cl)
+	if c.inFlight < c.maxInFlight {
+		c.inFlight++
+		go c.readQueue()
+	}
+	return cl
+}
+
+// readQueue reads queued calls, a batch at a time, until the queue is empty.
+func (c *coalescer) readQueue() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.inFlight--
+			c.mu.Unlock()
+			return
+		}
+		n := min(len(c.queue), c.maxBatch)
+		batch := make([]*call, n)
+		copy(batch, c.queue)
+		c.queue = c.queue[n:]
+		if len(c.queue) == 0 {
+			c.queue = nil // let the backing array go
+		}
+		c.mu.Unlock()
+
+		reads := c.readBatch(batch)
+		c.mu.Lock()
+		for i, cl := range batch {
+			cl.m, cl.err = reads[i].Membership, reads[i].Err
+			delete(c.calls, cl.hash)
+		}
+		c.mu.Unlock()
+		for _, cl := range batch {
+			close(cl.done)
+		}
+	}
+}
+
+// readBatch reads a batch; a store that panics fails the batch instead of the process.
+func (c *coalescer) readBatch(batch []*call) (reads []Read) {
+	hashes := make([]string, len(batch))
+	for i, cl := range batch {
+		hashes[i] = cl.hash
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			reads = make([]Read, len(batch))
+			for i := range reads {
+				reads[i].Err = fmt.Errorf("read membership: store panicked: %v", v)
+			}
+		}
+	}()
+	reads = c.read(context.Background(), hashes)
+	if len(reads) != len(hashes) {
+		panic(fmt.Sprintf("store returned %d reads for %d hashes", len(reads), len(hashes)))
+	}
+	return reads
+}

@@ -1,0 +1,102 @@
+package segments
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// blockFirstRead makes the store's first read wait until release is called, so that later
+// misses queue behind it.
+func blockFirstRead(t *testing.T, store *fakeStore) (release func()) {
+	t.Helper()
+	block := make(chan struct{})
+	store.mu.Lock()
+	store.block = block
+	store.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			store.mu.Lock()
+			store.block = nil
+			store.mu.Unlock()
+			close(block)
+		})
+	}
+}
+
+func TestMissesForDifferentContextsShareOneRead(t *testing.T) {
+	tests := []struct {
+		name                  string
+		maxInFlight, maxBatch int
+		wantReads             int64
+	}{
+		{"one reader, batches unbounded", 1, 1000, 2}, // the blocked read, then all 50 at once
+		{"one reader, batches of 10", 1, 10, 1 + 5},   // the blocked read, then 50 in fives of 10
+		{"two readers", 2, 1000, 3},                   // two blocked reads, then the other 49 at once
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, store, _ := newTestService(t, WithCache(0, 0), WithCoalescing(tt.maxInFlight, tt.maxBatch))
+			s.Poll(context.Background())
+			for i := range 51 {
+				store.put("user-"+strconv.Itoa(i), []string{"seg-" + strconv.Itoa(i) + ".g1"}, nil)
+			}
+			release := blockFirstRead(t, store)
+			defer release()
+
+			var waiting sync.WaitGroup
+			s.joined = waiting.Done
+			var wg sync.WaitGroup
+			results := make([]Result, 51)
+			// Occupy every reader first, one at a time, then queue the rest behind them.
+			first := tt.maxInFlight
+			for i := range first {
+				waiting.Add(1)
+				wg.Go(func() { results[i] = s.Lookup(context.Background(), "user-"+strconv.Itoa(i)) })
+				waiting.Wait()
+				deadline := time.Now().Add(5 * time.Second)
+				for store.reads.Load() < int64(i+1) { // this reader is inside the store
+					if time.Now().After(deadline) {
+						t.Fatalf("reader %d did not start", i)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			waiting.Add(51 - first)
+			for i := first; i < 51; i++ {
+				wg.Go(func() { results[i] = s.Lookup(context.Background(), "user-"+strconv.Itoa(i)) })
+			}
+			waiting.Wait()
+			release()
+			wg.Wait()
+			if got := store.reads.Load(); got != tt.wantReads {
+				t.Errorf("store reads = %d, want %d", got, tt.wantReads)
+			}
+			if got := store.hashes.Load(); got != 51 {
+				t.Errorf("hashes read = %d, want 51 (each once)", got)
+			}
+			for i, r := range results {
+				if _, listed := r.Membership.Check("seg-" + strconv.Itoa(i) + ".g1"); !listed || r.Err != nil {
+					t.Errorf("user-%d got %v, %v", i, r.Membership.Map(), r.Err)
+				}
+			}
+		})
+	}
+}
+
+func TestCoalescerLeavesNoGoroutines(t *testing.T) {
+	s, _, _ := newTestService(t, WithCache(0, 0))
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() { s.Lookup(context.Background(), "k"+strconv.Itoa(i%20)) })
+	}
+	wg.Wait()
+	goleak.VerifyNone(t)
+}
