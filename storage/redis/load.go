@@ -147,13 +147,20 @@ func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}) 
 			if err := iter.Err(); err != nil {
 				return fmt.Errorf("scan %s*: %w", prefix, err)
 			}
-			for _, k := range stale { // one key per call: keys of a cluster may be in any slot
-				n, err := s.client.Del(ctx, k).Result()
+			// One DEL per key (keys of a cluster may be in any slot), pipelined.
+			for start := 0; start < len(stale); start += 1000 {
+				pipe := s.client.Pipeline()
+				for _, k := range stale[start:min(start+1000, len(stale))] {
+					pipe.Del(ctx, k)
+				}
+				cmds, err := pipe.Exec(ctx)
 				if err != nil {
-					return fmt.Errorf("delete %s: %w", k, err)
+					return fmt.Errorf("delete sets of unlisted contexts: %w", err)
 				}
 				mu.Lock()
-				deleted += int(n)
+				for _, c := range cmds {
+					deleted += int(c.(*goredis.IntCmd).Val())
+				}
 				mu.Unlock()
 			}
 		}

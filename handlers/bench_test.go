@@ -1,0 +1,49 @@
+package handlers
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/memory"
+)
+
+var benchResult = segments.Result{
+	ContextHash: segments.Hash("alice"),
+	Membership:  segments.NewMembership([]string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, []string{"blocked.g1"}),
+	Status:      segments.Healthy,
+}
+
+func BenchmarkAppendResult(b *testing.B) {
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = appendResult(buf[:0], false, "alice", benchResult)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// discard is a ResponseWriter that keeps nothing, so the benchmark measures the handler.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+// BenchmarkHandlerCacheHit is the whole handler (routing, middleware with a request
+// observer, lookup, encoding) for a cached key.
+func BenchmarkHandlerCacheHit(b *testing.B) {
+	f := &memory.Fixture{Contexts: []memory.Context{{Key: "alice", Hash: segments.Hash("alice"),
+		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
+	svc := segments.New(memory.New(f, time.Now()))
+	h := New(svc, WithRequestObserver(func(string, string, int, time.Duration) {}))
+	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
+	w := &discard{h: http.Header{}}
+	h.ServeHTTP(w, req)
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, req)
+	}
+}
