@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -53,12 +54,20 @@ func appendResult(b []byte, byHash bool, key string, r segments.Result) []byte {
 	return append(b, '}')
 }
 
+// Header values shared by every response: net/http only reads them, and sharing saves an
+// allocation per response.
+var (
+	jsonContentType = []string{"application/json"}
+)
+
 // writeBody writes a JSON body built by fill into a pooled buffer.
 func writeBody(w http.ResponseWriter, code int, fill func([]byte) []byte) {
 	bp := bufs.Get().(*[]byte)
 	b := fill((*bp)[:0])
 	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 	if cap(b) <= 64<<10 { // let big batch buffers go

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -94,10 +95,10 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 		o(a)
 	}
 	a.mux = chi.NewRouter()
-	a.mux.Use(a.recoverer)
 	if a.observe != nil {
-		a.mux.Use(a.observed)
+		a.mux.Use(a.observed) // outermost: it sees the 500 of a recovered panic
 	}
+	a.mux.Use(a.recoverer)
 	a.mux.NotFound(a.notFound)
 	a.mux.MethodNotAllowed(a.methodNotAllowed)
 	a.routes(a.mux)
@@ -190,14 +191,22 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush and deadlines.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
+var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
+
 func (a *handler) observed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := recorders.Get().(*statusRecorder)
+		rec.ResponseWriter, rec.code = w, 0
+		defer func() {
+			code := rec.code
+			rec.ResponseWriter = nil
+			recorders.Put(rec)
+			if code == 0 {
+				code = http.StatusOK
+			}
+			a.observe(chi.RouteContext(r.Context()).RoutePattern(), r.Method, code, time.Since(start))
+		}()
 		next.ServeHTTP(rec, r)
-		if rec.code == 0 {
-			rec.code = http.StatusOK
-		}
-		a.observe(chi.RouteContext(r.Context()).RoutePattern(), r.Method, rec.code, time.Since(start))
 	})
 }

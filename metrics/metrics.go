@@ -26,12 +26,10 @@ type Metrics struct {
 	lastSync       prometheus.Gauge
 	polls          *prometheus.CounterVec
 	changes        prometheus.Counter
-	lookups        [3][2]prometheus.Counter // by status, then source (store, cache)
+	lookups        [3][2]*shardedCounter // by status, then source (store, cache)
 	storeDuration  *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
-	httpRequests   *prometheus.CounterVec
-	httpDuration   *prometheus.HistogramVec
-	httpCache      sync.Map // httpKey -> *httpSeries
+	http           sync.Map // routeKey -> *routeSeries
 	pollSuccess    prometheus.Counter
 	pollError      prometheus.Counter
 	storeDurations map[string]prometheus.Observer
@@ -74,23 +72,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "bigseg_store_request_errors_total",
 			Help: "Failed reads of the Big Segment store, by operation (memberships, metadata).",
 		}, []string{"operation"}),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bigseg_http_requests_total",
-			Help: "HTTP requests, by chi route pattern, method and status code.",
-		}, []string{"route", "method", "code"}),
-		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "bigseg_http_request_duration_seconds",
-			Help:    "Duration of HTTP requests, by chi route pattern and method.",
-			Buckets: latencyBuckets,
-		}, []string{"route", "method"}),
 	}
-	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "bigseg_membership_lookups_total",
-		Help: "Context lookups, by lookup status and source (cache, store).",
-	}, []string{"status", "source"})
-	for i, st := range lookupStatuses {
-		for j, src := range []string{"store", "cache"} {
-			m.lookups[i][j] = lookups.WithLabelValues(string(st), src)
+	for i := range m.lookups {
+		for j := range m.lookups[i] {
+			m.lookups[i][j] = &shardedCounter{}
 		}
 	}
 	m.pollSuccess = m.polls.WithLabelValues("success")
@@ -100,8 +85,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.storeDurations[op] = m.storeDuration.WithLabelValues(op)
 		m.storeErrors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, lookups,
-		m.storeDuration, m.storeErrors, m.httpRequests, m.httpDuration,
+	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, (*requestCollector)(m),
+		m.storeDuration, m.storeErrors,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -127,7 +112,7 @@ func (m *Metrics) Lookup(status segments.LookupStatus, cached bool) {
 	if cached {
 		j = 1
 	}
-	m.lookups[i][j].Inc()
+	m.lookups[i][j].inc()
 }
 
 // StoreRead implements segments.Observer.
@@ -166,14 +151,13 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
-type httpKey struct {
-	route, method string
-	code          int
-}
+type routeKey struct{ route, method string }
 
-type httpSeries struct {
-	requests prometheus.Counter
-	duration prometheus.Observer
+// routeSeries is the per-request metrics of one route and method.
+type routeSeries struct {
+	route, method string
+	duration      *shardedHistogram
+	codes         sync.Map // int -> *shardedCounter
 }
 
 // ObserveRequest records one answered HTTP request; it has the signature of
@@ -182,15 +166,50 @@ func (m *Metrics) ObserveRequest(route, method string, code int, d time.Duration
 	if route == "" {
 		route = "none"
 	}
-	k := httpKey{route, method, code}
-	v, ok := m.httpCache.Load(k)
+	v, ok := m.http.Load(routeKey{route, method})
 	if !ok {
-		v, _ = m.httpCache.LoadOrStore(k, &httpSeries{
-			requests: m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)),
-			duration: m.httpDuration.WithLabelValues(route, method),
-		})
+		v, _ = m.http.LoadOrStore(routeKey{route, method}, &routeSeries{route: route, method: method, duration: newShardedHistogram(latencyBuckets)})
 	}
-	s := v.(*httpSeries)
-	s.requests.Inc()
-	s.duration.Observe(d.Seconds())
+	rs := v.(*routeSeries)
+	c, ok := rs.codes.Load(code)
+	if !ok {
+		c, _ = rs.codes.LoadOrStore(code, &shardedCounter{})
+	}
+	c.(*shardedCounter).inc()
+	rs.duration.observe(d.Seconds())
+}
+
+var (
+	lookupsDesc = prometheus.NewDesc("bigseg_membership_lookups_total",
+		"Context lookups, by lookup status and source (cache, store).", []string{"status", "source"}, nil)
+	requestsDesc = prometheus.NewDesc("bigseg_http_requests_total",
+		"HTTP requests, by chi route pattern, method and status code.", []string{"route", "method", "code"}, nil)
+	durationDesc = prometheus.NewDesc("bigseg_http_request_duration_seconds",
+		"Duration of HTTP requests, by chi route pattern and method.", []string{"route", "method"}, nil)
+)
+
+// requestCollector exports the sharded per-request metrics.
+type requestCollector Metrics
+
+func (c *requestCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lookupsDesc
+	ch <- requestsDesc
+	ch <- durationDesc
+}
+
+func (c *requestCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, st := range lookupStatuses {
+		for j, src := range []string{"store", "cache"} {
+			ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, c.lookups[i][j].value(), string(st), src)
+		}
+	}
+	c.http.Range(func(_, v any) bool {
+		rs := v.(*routeSeries)
+		ch <- rs.duration.metric(durationDesc, rs.route, rs.method)
+		rs.codes.Range(func(code, n any) bool {
+			ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, n.(*shardedCounter).value(), rs.route, rs.method, strconv.Itoa(code.(int)))
+			return true
+		})
+		return true
+	})
 }

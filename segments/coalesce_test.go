@@ -100,3 +100,55 @@ func TestCoalescerLeavesNoGoroutines(t *testing.T) {
 	wg.Wait()
 	goleak.VerifyNone(t)
 }
+
+func TestRunKeepsReadersAndStopsThem(t *testing.T) {
+	s, _, _ := newTestService(t, WithCache(0, 0), WithPollInterval(time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	waitParked := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s.reads.mu.Lock()
+			readers, parked := s.reads.readers, s.reads.parked
+			s.reads.mu.Unlock()
+			if readers == want && parked == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readers %d, parked %d; want %d parked", readers, parked, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() { s.Lookup(context.Background(), "k"+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	s.reads.mu.Lock()
+	readers := s.reads.readers
+	s.reads.mu.Unlock()
+	if readers == 0 {
+		t.Fatal("no reader kept while Run runs")
+	}
+	waitParked(readers)
+	for i := range 100 { // parked readers serve later misses: no new ones beyond the bound
+		s.Lookup(context.Background(), "later"+strconv.Itoa(i))
+	}
+	s.reads.mu.Lock()
+	if s.reads.readers > DefaultMaxReadsInFlight {
+		t.Errorf("%d readers, over the bound of %d", s.reads.readers, DefaultMaxReadsInFlight)
+	}
+	s.reads.mu.Unlock()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitParked(0)
+	goleak.VerifyNone(t)
+	if r := s.Lookup(context.Background(), "after Run"); r.Err != nil { // transient readers again
+		t.Errorf("lookup after Run: %v", r.Err)
+	}
+}

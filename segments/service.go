@@ -345,9 +345,12 @@ func (s *Service) logChange(st StoreStatus, err error) {
 	}
 }
 
-// Run polls the store's status at once and then every poll interval, and purges expired
-// cache entries, until ctx ends. It returns nil when ctx ends; run it once per Service.
+// Run polls the store's status at once and then every poll interval, purges expired cache
+// entries, and keeps the store readers of lookups ready, until ctx ends. It returns nil once
+// ctx has ended and every goroutine it kept has finished; run it once per Service.
 func (s *Service) Run(ctx context.Context) error {
+	stopReaders := s.reads.keepReaders()
+	defer stopReaders()
 	s.Poll(ctx)
 	poll := time.NewTicker(s.pollInterval)
 	defer poll.Stop()
