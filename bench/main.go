@@ -27,6 +27,7 @@ type options struct {
 	threads     int
 	profile     bool
 	outDir      string
+	env         []string // extra environment of the bigseg servers
 }
 
 func main() {
@@ -43,6 +44,10 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 1, "wrk threads")
 	flag.BoolVar(&o.profile, "profile", false, "take a CPU profile of bigseg in each scenario (go tool pprof -top)")
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the report and profiles")
+	flag.Func("env", "extra NAME=VALUE for the bigseg servers (repeatable), to compare settings", func(v string) error {
+		o.env = append(o.env, v)
+		return nil
+	})
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

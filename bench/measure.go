@@ -45,7 +45,7 @@ func measure(ctx context.Context, o options, d *dataset, serverBin, ceilingBin, 
 		if err != nil {
 			return nil, err
 		}
-		env = append(append(common, env...), "BIGSEG_ADDR="+addr, "BIGSEG_PPROF_ADDR="+pprofAddr)
+		env = append(append(append(common, env...), o.env...), "BIGSEG_ADDR="+addr, "BIGSEG_PPROF_ADDR="+pprofAddr)
 		p, err := startProc(ctx, name, serverBin, env, nil, addr, "/readyz")
 		if p != nil {
 			p.pprof = "http://" + pprofAddr

@@ -8,7 +8,7 @@ import (
 
 // Defaults for coalescing store reads.
 const (
-	DefaultMaxReadsInFlight = 8
+	DefaultMaxReadsInFlight = 4
 	DefaultMaxReadBatch     = 256
 )
 

@@ -43,6 +43,7 @@ type config struct {
 	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached; 0 turns the cache off"`
 	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
 	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
+	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" default:"4" desc:"most store reads for single lookups at once; cache misses arriving meanwhile are read together, in one pipeline"`
 	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" default:"1024" desc:"longest context key accepted, in bytes"`
 	MaxBatch                   int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
 	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
@@ -93,6 +94,9 @@ func (c config) validate() error {
 	}
 	if c.RedisPoolSize < 0 {
 		bad("REDIS_POOL_SIZE", "must not be negative")
+	}
+	if c.StoreReadsInFlight <= 0 {
+		bad("STORE_READS_IN_FLIGHT", "must be positive")
 	}
 	if c.MaxKeyBytes <= 0 {
 		bad("MAX_KEY_BYTES", "must be positive")

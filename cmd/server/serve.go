@@ -46,6 +46,7 @@ func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 		segments.WithCache(cfg.CacheSize, cfg.CacheTTL),
 		segments.WithPollInterval(cfg.StatusPollInterval),
 		segments.WithStaleAfter(cfg.StaleAfter),
+		segments.WithCoalescing(cfg.StoreReadsInFlight, segments.DefaultMaxReadBatch),
 		segments.WithLogger(log),
 		segments.WithObserver(m),
 	)
