@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -38,6 +39,10 @@ type handler struct {
 	drain, stop  <-chan struct{}
 
 	readyRequiresFresh bool
+
+	tokens    [][sha256.Size]byte // digests of accepted bearer tokens; none means open
+	shedder   *shedder
+	accessLog bool
 
 	mux *chi.Mux
 }
@@ -81,6 +86,32 @@ func WithDrain(drain <-chan struct{}) Option { return func(a *handler) { a.drain
 // does not wait for streams that never end by themselves.
 func WithStop(stop <-chan struct{}) Option { return func(a *handler) { a.stop = stop } }
 
+// WithAPITokens requires "Authorization: Bearer <token>", with one of tokens, on every
+// /memberships route. Probes, /status and /metrics stay open. No tokens means no check.
+func WithAPITokens(tokens []string) Option {
+	return func(a *handler) {
+		a.tokens = nil
+		for _, t := range tokens {
+			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
+		}
+	}
+}
+
+// WithLoadShedding lets at most limit lookup requests run at once and at most limit more
+// wait up to wait for a slot; others get 429 with Retry-After at once. Probes, /status and
+// /metrics are never shed. A limit of 0 turns shedding off.
+func WithLoadShedding(limit int, wait time.Duration) Option {
+	return func(a *handler) {
+		a.shedder = nil
+		if limit > 0 {
+			a.shedder = newShedder(limit, wait)
+		}
+	}
+}
+
+// WithAccessLog logs every request at info level, by route pattern.
+func WithAccessLog(on bool) Option { return func(a *handler) { a.accessLog = on } }
+
 // New returns the HTTP API over svc.
 func New(svc *segments.Service, opts ...Option) http.Handler {
 	a := &handler{
@@ -99,6 +130,9 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 		a.mux.Use(a.observed) // outermost: it sees the 500 of a recovered panic
 	}
 	a.mux.Use(a.recoverer)
+	if a.accessLog {
+		a.mux.Use(a.logAccess)
+	}
 	a.mux.NotFound(a.notFound)
 	a.mux.MethodNotAllowed(a.methodNotAllowed)
 	a.routes(a.mux)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,6 +50,17 @@ type config struct {
 	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
 	PprofAddr                  string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route requires one"`
+	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored)"`
+	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics on this address instead of the API's, such as :9090"`
+	MaxInflight                int           `envconfig:"MAX_INFLIGHT" default:"1024" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
+	ShedWait                   time.Duration `envconfig:"SHED_WAIT" default:"250ms" desc:"how long a lookup request may wait for a slot before a 429"`
+	AccessLog                  bool          `envconfig:"ACCESS_LOG" default:"false" desc:"log every request (method, route pattern, code, duration; never the path)"`
+	ReadHeaderTimeout          time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"how long a client may take to send request headers"`
+	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" default:"15s" desc:"how long a client may take to send a whole request"`
+	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" default:"15s" desc:"how long writing a response may take (status streams excepted)"`
+	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" default:"2m" desc:"how long an idle keep-alive connection stays open"`
+	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" default:"65536" desc:"largest request header accepted (431 beyond)"`
 	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice"`
 	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
@@ -107,6 +119,26 @@ func (c config) validate() error {
 	if c.MaxBodyBytes <= 0 {
 		bad("MAX_BODY_BYTES", "must be positive")
 	}
+	if c.MaxInflight < 0 {
+		bad("MAX_INFLIGHT", "must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"SHED_WAIT": c.ShedWait, "READ_HEADER_TIMEOUT": c.ReadHeaderTimeout,
+		"READ_TIMEOUT": c.ReadTimeout, "WRITE_TIMEOUT": c.WriteTimeout, "IDLE_TIMEOUT": c.IdleTimeout} {
+		if d <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.MaxHeaderBytes < 1024 {
+		bad("MAX_HEADER_BYTES", "must be at least 1024")
+	}
+	if len(c.APITokens) > 0 && c.APITokensFile != "" {
+		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
+	}
+	for _, t := range c.APITokens {
+		if strings.TrimSpace(t) == "" {
+			bad("API_TOKENS", "holds an empty token")
+		}
+	}
 	if c.ShutdownDelay < 0 {
 		bad("SHUTDOWN_DELAY", "must not be negative")
 	}
@@ -154,4 +186,29 @@ func usage(w io.Writer) error {
 	}
 	fmt.Fprintln(tw)
 	return tw.Flush()
+}
+
+// apiTokens returns the accepted bearer tokens, from the environment or the file.
+func (c config) apiTokens() ([]string, error) {
+	if c.APITokensFile == "" {
+		out := make([]string, 0, len(c.APITokens))
+		for _, t := range c.APITokens {
+			out = append(out, strings.TrimSpace(t))
+		}
+		return out, nil
+	}
+	b, err := os.ReadFile(c.APITokensFile)
+	if err != nil {
+		return nil, fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err)
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("BIGSEG_API_TOKENS_FILE: no token in it")
+	}
+	return out, nil
 }

@@ -52,6 +52,15 @@ func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 	)
 	m.WatchCache(svc.CacheLen)
 
+	tokens, err := cfg.apiTokens()
+	if err != nil {
+		return err
+	}
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+	apiMetrics := metricsHandler
+	if cfg.MetricsAddr != "" {
+		apiMetrics = nil
+	}
 	drain, stop := make(chan struct{}), make(chan struct{})
 	handler := handlers.New(svc,
 		handlers.WithLogger(log),
@@ -61,7 +70,10 @@ func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 		handlers.WithMaxBodyBytes(cfg.MaxBodyBytes),
 		handlers.WithReadyRequiresFresh(cfg.ReadyRequiresFresh),
 		handlers.WithRequestObserver(m.ObserveRequest),
-		handlers.WithMetrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})),
+		handlers.WithMetrics(apiMetrics),
+		handlers.WithAPITokens(tokens),
+		handlers.WithLoadShedding(cfg.MaxInflight, cfg.ShedWait),
+		handlers.WithAccessLog(cfg.AccessLog),
 		handlers.WithDrain(drain),
 		handlers.WithStop(stop),
 	)
@@ -72,11 +84,11 @@ func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 	}
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(func() { close(stop) })
@@ -90,17 +102,27 @@ func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 	}()
 
 	if cfg.PprofAddr != "" {
-		stopPprof, err := servePprof(cfg.PprofAddr, log)
+		stopPprof, err := serveSide("pprof", cfg.PprofAddr, pprofMux(), log)
 		if err != nil {
 			ln.Close()
 			return err
 		}
 		defer stopPprof()
 	}
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metricsHandler)
+		stopMetrics, err := serveSide("metrics", cfg.MetricsAddr, mux, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "store", st.name,
+	log.Info("listening", "addr", ln.Addr().String(), "store", st.name, "auth", len(tokens) > 0,
 		"pollInterval", svc.PollInterval().String(), "staleAfter", svc.StaleAfter().String())
 
 	select {
@@ -181,25 +203,29 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
-// servePprof serves Go's profiler on its own listener (never on the API's), for benchmarks
-// and investigations; the returned function stops it.
-func servePprof(addr string, log *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("BIGSEG_PPROF_ADDR: %w", err)
-	}
+func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return mux
+}
+
+// serveSide serves h on a listener of its own (metrics or the profiler, kept apart from the
+// API); the returned function stops it and waits for it.
+func serveSide(name, addr string, h http.Handler, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = srv.Serve(ln)
 	}()
-	log.Warn("serving /debug/pprof: keep BIGSEG_PPROF_ADDR off public interfaces", "addr", ln.Addr().String())
+	log.Info("side listener", "for", name, "addr", ln.Addr().String())
 	return func() {
 		srv.Close()
 		<-done

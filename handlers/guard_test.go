@@ -1,0 +1,234 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/apitest"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/memory"
+)
+
+func TestBearerTokens(t *testing.T) {
+	srv := newServer(t, memoryStore(t, map[string]memory.Context{"alice": {Included: []string{"a.g1"}}}),
+		handlers.WithStoreName("memory"), handlers.WithAPITokens([]string{"token-one", "token-two"}), handlers.WithMetrics(http.NotFoundHandler()))
+	lookups := []struct{ method, path, body string }{
+		{"GET", "/memberships/alice", ""},
+		{"GET", "/memberships?contextHash=" + strings.ReplaceAll(segments.Hash("alice"), "+", "%2B"), ""},
+		{"POST", "/memberships", `{"contextKeys":["alice"]}`},
+	}
+	tests := []struct {
+		name, auth string
+		code       int
+	}{
+		{"no header", "", 401},
+		{"first token", "Bearer token-one", 200},
+		{"second token", "Bearer token-two", 200},
+		{"scheme is case-insensitive", "bearer token-one", 200},
+		{"wrong token", "Bearer token-three", 401},
+		{"prefix of a token", "Bearer token-", 401},
+		{"token with more", "Bearer token-one-and-more", 401},
+		{"basic auth", "Basic dG9rZW4tb25lOg==", 401},
+		{"no scheme", "token-one", 401},
+		{"empty bearer", "Bearer ", 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var bodies []string
+			for _, l := range lookups {
+				req, _ := http.NewRequest(l.method, srv.URL+l.path, strings.NewReader(l.body))
+				req.Header.Set("Content-Type", "application/json")
+				if tt.auth != "" {
+					req.Header.Set("Authorization", tt.auth)
+				}
+				resp, body := apitest.Do(t, nil, req)
+				if resp.StatusCode != tt.code {
+					t.Errorf("%s %s: %d %s, want %d", l.method, l.path, resp.StatusCode, body, tt.code)
+				}
+				if tt.code == 401 {
+					if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+						t.Errorf("WWW-Authenticate = %q", got)
+					}
+					bodies = append(bodies, string(body))
+				}
+			}
+			for _, b := range bodies { // no hint of what was wrong: one answer for every failure
+				if b != "{\"error\":\"a valid bearer token is required\"}\n" {
+					t.Errorf("401 body %q", b)
+				}
+			}
+		})
+	}
+	for _, path := range []string{"/livez", "/healthz", "/readyz", "/status", "/openapi.yaml", "/metrics"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 401 {
+			t.Errorf("%s requires a token; it must stay open", path)
+		}
+	}
+}
+
+// blockingStore holds every membership read until release is closed, and counts readers
+// waiting in it.
+type blockingStore struct {
+	release chan struct{}
+	mu      sync.Mutex
+	inside  int
+}
+
+func (b *blockingStore) Memberships(ctx context.Context, hashes []string) []segments.Read {
+	b.mu.Lock()
+	b.inside++
+	b.mu.Unlock()
+	<-b.release
+	return make([]segments.Read, len(hashes))
+}
+
+func (b *blockingStore) Metadata(ctx context.Context) (segments.Metadata, error) {
+	return segments.Metadata{LastSynchronized: time.Now()}, nil
+}
+
+func TestLoadShedding(t *testing.T) {
+	store := &blockingStore{release: make(chan struct{})}
+	svc := segments.New(store, segments.WithCache(0, 0))
+	svc.Poll(context.Background())
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithLoadShedding(2, time.Hour)))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-store.release:
+		default:
+			close(store.release)
+		}
+	})
+
+	// Two lookups run (held in the store), two more wait for a slot.
+	codes := make(chan int, 4)
+	for i := range 4 {
+		go func() {
+			resp, err := http.Get(srv.URL + "/memberships/user-" + string(rune('a'+i)))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		store.mu.Lock()
+		inside := store.inside
+		store.mu.Unlock()
+		if inside >= 1 { // the store holds the running lookups (coalesced into one or two reads)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no lookup reached the store")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The fifth is refused at once, whatever the wait, once running and waiting are full.
+	var resp *http.Response
+	var body []byte
+	for {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/memberships/overflow", nil)
+		resp, body = apitest.Do(t, nil, req)
+		if resp.StatusCode == 429 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond) // the four are still being accepted
+	}
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "too many lookups") {
+		t.Fatalf("over capacity: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	// Operations are never shed.
+	for _, path := range []string{"/livez", "/readyz", "/status"} {
+		if r, err := http.Get(srv.URL + path); err != nil || r.StatusCode != 200 {
+			t.Errorf("%s while lookups are shed: %v %v", path, r, err)
+		} else {
+			r.Body.Close()
+		}
+	}
+	close(store.release)
+	for range 4 {
+		if c := <-codes; c != 200 {
+			t.Errorf("a running or waiting lookup got %d, want 200", c)
+		}
+	}
+}
+
+func TestLoadSheddingWaitRunsOut(t *testing.T) {
+	store := &blockingStore{release: make(chan struct{})}
+	svc := segments.New(store, segments.WithCache(0, 0))
+	svc.Poll(context.Background())
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithLoadShedding(1, time.Millisecond)))
+	defer srv.Close()
+	defer close(store.release) // before srv.Close, which waits for the held request
+	go func() {
+		if resp, err := http.Get(srv.URL + "/memberships/held"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		store.mu.Lock()
+		inside := store.inside
+		store.mu.Unlock()
+		if inside == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first lookup did not reach the store")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := http.Get(srv.URL + "/memberships/waits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Errorf("a lookup whose wait ran out got %d, want 429", resp.StatusCode)
+	}
+}
+
+func TestAccessLogHasNoKeys(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	srv := newServer(t, memoryStore(t, nil), handlers.WithStoreName("memory"), handlers.WithLogger(log), handlers.WithAccessLog(true))
+	get(t, srv.URL+"/memberships/secret-person%40example.com")
+	get(t, srv.URL+"/memberships?contextHash="+strings.ReplaceAll(segments.Hash("secret-person@example.com"), "+", "%2B"))
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if !strings.Contains(out, `"route":"/memberships/{contextKey}"`) || !strings.Contains(out, `"code":200`) {
+		t.Errorf("access log lacks the route or code:\n%s", out)
+	}
+	if strings.Contains(out, "secret-person") {
+		t.Errorf("access log holds a context key:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
