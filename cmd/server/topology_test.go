@@ -253,3 +253,10 @@ func TestHealthcheck(t *testing.T) {
 		t.Errorf("healthcheck with port 0: %v", err)
 	}
 }
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

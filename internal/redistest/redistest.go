@@ -123,6 +123,18 @@ func Start(t testing.TB, args ...string) *Server {
 	return StartWith(t, Options{Args: args})
 }
 
+// Reserve returns a server on a free port that is not started yet: Restart starts it. For
+// tests of a client that comes up before its Redis.
+func Reserve(t testing.TB, args ...string) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		unavailable(t, "redis-server is not installed")
+	}
+	s := &Server{t: t, Port: freeClusterPort(t), dir: t.TempDir(), opts: Options{Args: args}}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // StartWith starts a redis-server configured by opts, stopped when the test ends.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()

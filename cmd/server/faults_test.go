@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/segments"
+)
+
+// faultEnv is the configuration of the fault tests: short timeouts and polls, so that faults
+// show quickly.
+func faultEnv(url string, extra ...string) map[string]string {
+	env := map[string]string{
+		"BIGSEG_REDIS_URL": url, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
+		"BIGSEG_REDIS_DIAL_TIMEOUT": "200ms", "BIGSEG_REDIS_READ_TIMEOUT": "200ms", "BIGSEG_REDIS_WRITE_TIMEOUT": "200ms",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	return env
+}
+
+func seedUsers(t *testing.T, c *goredis.Client, n int) {
+	t.Helper()
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	for i := range n {
+		pipe.SAdd(ctx, "launchdarkly:big_segment_include:"+segments.Hash("user-"+strconv.Itoa(i)), "seg-"+strconv.Itoa(i%7)+".g1")
+	}
+	pipe.Set(ctx, "launchdarkly:big_segments_synchronized_on", strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer is what a client got: a status and whether the body was a JSON object with the
+// fields a lookup answer needs.
+type answer struct {
+	code int
+	err  error
+	ok   bool // the body was a well-formed answer for the code
+}
+
+func ask(client *http.Client, url string) answer {
+	resp, err := client.Get(url)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	decodeErr := json.NewDecoder(resp.Body).Decode(&body)
+	a := answer{code: resp.StatusCode}
+	switch resp.StatusCode {
+	case 200:
+		_, a.ok = body["memberships"]
+	case 503:
+		a.ok = body["status"] == "STORE_ERROR" && body["error"] != nil
+	default:
+		a.ok = decodeErr == nil && body["error"] != nil
+	}
+	return a
+}
+
+func TestStartsBeforeRedis(t *testing.T) {
+	rs := redistest.Reserve(t)
+	srv := start(t, faultEnv(rs.URL()))
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 503 || !a.ok {
+		t.Fatalf("lookup with no Redis yet: %+v", a)
+	}
+	if resp, body := srv.get(t, "/readyz"); resp.StatusCode != 503 {
+		t.Fatalf("/readyz with no Redis yet: %d %s", resp.StatusCode, body)
+	}
+	rs.Restart()
+	seedUsers(t, rs.Client(), 10)
+	failedBefore := srv.value(t, "bigseg_store_status_polls_total", "result", "error")
+	waitFor(t, "ready once Redis runs", func() bool {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	// Recovery within two poll intervals: at most one poll (in flight while Redis started)
+	// failed after Redis answered.
+	if failed := srv.value(t, "bigseg_store_status_polls_total", "result", "error") - failedBefore; failed > 1 {
+		t.Errorf("%v polls failed after Redis started, want at most 1", failed)
+	}
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 200 || !a.ok {
+		t.Errorf("lookup once Redis runs: %+v", a)
+	}
+}
+
+func TestRedisKilledDuringLoad(t *testing.T) {
+	rs := redistest.Start(t)
+	seedUsers(t, rs.Client(), 200)
+	srv := start(t, faultEnv(rs.URL(), "BIGSEG_CACHE_SIZE", "0", "BIGSEG_LOG_LEVEL", "info"))
+	client := &http.Client{Timeout: 5 * time.Second} // far above the Redis timeouts: an answer must come
+	ask(client, srv.URL+"/memberships/user-1")
+	baseline := srv.value(t, "go_goroutines")
+
+	stop := make(chan struct{})
+	var counts sync.Map // code -> *atomic.Int64
+	var bad atomic.Int64
+	var badExample atomic.Value
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := ask(client, srv.URL+"/memberships/user-"+strconv.Itoa((w*31+i)%200))
+				if a.err != nil || !a.ok || (a.code != 200 && a.code != 503) {
+					bad.Add(1)
+					badExample.Store(fmt.Sprintf("%+v", a))
+				}
+				v, _ := counts.LoadOrStore(a.code, &atomic.Int64{})
+				v.(*atomic.Int64).Add(1)
+			}
+		})
+	}
+	count := func(code int) int64 {
+		v, ok := counts.Load(code)
+		if !ok {
+			return 0
+		}
+		return v.(*atomic.Int64).Load()
+	}
+	waitFor(t, "lookups before the kill", func() bool { return count(200) > 100 })
+	rs.Stop() // SIGKILL
+	waitFor(t, "503s while Redis is dead", func() bool { return count(503) > 50 })
+	rs.Restart()
+	seedUsers(t, rs.Client(), 200)
+	ok := count(200)
+	waitFor(t, "lookups succeeding again", func() bool { return count(200) > ok+100 })
+	close(stop)
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Errorf("%d requests were not answered with a JSON 200 or 503, e.g. %v", n, badExample.Load())
+	}
+	waitFor(t, "goroutines back to their baseline", func() bool { return srv.value(t, "go_goroutines") <= baseline+5 })
+	t.Logf("200: %d, 503: %d; goroutines %v at the start", count(200), count(503), baseline)
+}
+
+func TestSlowRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	c := rs.Client()
+	seedUsers(t, c, 10)
+	srv := start(t, faultEnv(rs.URL(), "BIGSEG_REDIS_MAX_RETRIES", "0"))
+	ask(http.DefaultClient, srv.URL+"/memberships/user-1")
+	baseline := srv.value(t, "go_goroutines")
+	readsBefore := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
+
+	if err := c.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range n {
+		wg.Go(func() { answers[i] = ask(client, srv.URL+"/memberships/user-5") })
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.err != nil || a.code != 503 || !a.ok {
+			t.Fatalf("request %d while Redis is paused: %+v, want a JSON 503 after the read timeout", i, a)
+		}
+	}
+	// All 200 waited on the same read instead of piling up on Redis.
+	if reads := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships") - readsBefore; reads > 2 {
+		t.Errorf("%v store reads for %d concurrent requests of one context, want 1 (2 at most, if some arrived after it failed)", reads, n)
+	}
+	waitFor(t, "goroutines back to their baseline", func() bool { return srv.value(t, "go_goroutines") <= baseline+5 })
+	c.Do(context.Background(), "CLIENT", "UNPAUSE")
+	waitFor(t, "lookups succeeding after the pause", func() bool { return ask(client, srv.URL+"/memberships/user-5").code == 200 })
+}
+
+func TestWrongDataInRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	c := rs.Client()
+	ctx := context.Background()
+	seedUsers(t, c, 10)
+	c.Set(ctx, "launchdarkly:big_segment_include:"+segments.Hash("broken"), "not a set", 0)
+	srv := start(t, faultEnv(rs.URL()))
+
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/broken"); a.code != 503 || !a.ok {
+		t.Errorf("WRONGTYPE context: %+v, want a JSON 503", a)
+	}
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 200 {
+		t.Errorf("other context: %+v, want 200", a)
+	}
+	body, _ := json.Marshal(map[string][]string{"contextKeys": {"user-1", "broken", "user-2"}})
+	resp, b := srv.post(t, "/memberships", string(body))
+	results := decode[struct{ Results []lookup }](t, b).Results
+	if resp.StatusCode != 200 || len(results) != 3 || results[0].Status != "HEALTHY" || results[1].Status != "STORE_ERROR" || results[2].Status != "HEALTHY" {
+		t.Errorf("batch with one WRONGTYPE context: %d %s", resp.StatusCode, b)
+	}
+
+	// A synchronized_on that is not a number: unavailable, one log line, however many polls.
+	c.Set(ctx, "launchdarkly:big_segments_synchronized_on", "yesterday", 0)
+	waitFor(t, "unavailable", func() bool { return srv.value(t, "bigseg_store_available") == 0 })
+	polls := srv.value(t, "bigseg_store_status_polls_total", "result", "error")
+	waitFor(t, "5 more failed polls", func() bool {
+		return srv.value(t, "bigseg_store_status_polls_total", "result", "error") >= polls+5
+	})
+	lines := srv.logs.find("big segment store unavailable")
+	if len(lines) != 1 || !strings.Contains(fmt.Sprint(lines[0]["err"]), "not unix milliseconds") {
+		t.Errorf("log lines for a bad synchronized_on over 5+ polls: %v, want one naming the fault", lines)
+	}
+	c.Set(ctx, "launchdarkly:big_segments_synchronized_on", strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+	waitFor(t, "available again", func() bool { return srv.value(t, "bigseg_store_available") == 1 })
+}
+
+func TestSlowClientsAndBigHeaders(t *testing.T) {
+	srv := start(t, map[string]string{"BIGSEG_READ_HEADER_TIMEOUT": "200ms", "BIGSEG_MAX_HEADER_BYTES": "4096"})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	// A client that never finishes its headers is cut off.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /memberships/alice HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Errorf("slow client: %v; want the server to close the connection", err)
+	}
+
+	// Oversized headers are refused.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/memberships/alice", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 8192))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("8 KiB header with a 4 KiB limit: %d", resp.StatusCode)
+	}
+	// The server still serves.
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/alice"); a.code != 200 {
+		t.Errorf("after the bad clients: %+v", a)
+	}
+}
+
+func TestTokensAndMetricsListener(t *testing.T) {
+	tokens := t.TempDir() + "/tokens"
+	writeFile(t, tokens, "# bigseg callers\nsecret-token-a\n\n  secret-token-b  \n")
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
+	srv := start(t, map[string]string{"BIGSEG_API_TOKENS_FILE": tokens, "BIGSEG_METRICS_ADDR": metricsAddr,
+		"BIGSEG_ACCESS_LOG": "true", "BIGSEG_SEED_FILE": "../../examples/memberships.json"})
+	if resp, _ := srv.get(t, "/memberships/alice"); resp.StatusCode != 401 {
+		t.Errorf("lookup without a token: %d", resp.StatusCode)
+	}
+	for _, tok := range []string{"secret-token-a", "secret-token-b"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/memberships/alice", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("lookup with %s: %d", tok, resp.StatusCode)
+		}
+	}
+	if resp, err := http.Get(srv.URL + "/metrics"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("/metrics on the API listener with BIGSEG_METRICS_ADDR: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/metrics on BIGSEG_METRICS_ADDR: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	all := srv.logs.all()
+	if strings.Contains(all, "secret-token") || strings.Contains(all, "alice") {
+		t.Errorf("tokens or context keys in the logs:\n%s", all)
+	}
+	if len(srv.logs.find("request")) == 0 {
+		t.Error("no access log lines")
+	}
+}
