@@ -234,6 +234,8 @@ func TestBatchBadRequests(t *testing.T) {
 		{"keys not an array", "application/json", `{"contextKeys": "alice"}`, 400, "contextKeys must be an array of strings"},
 		{"unknown field", "application/json", `{"contextKey": ["alice"]}`, 400, `unknown field "contextKey"`},
 		{"two values", "application/json", `{} {}`, 400, "more than one JSON value"},
+		{"trailing brace", "application/json", `{}}`, 400, "more than one JSON value"},
+		{"trailing whitespace is fine", "application/json", "{}\n\t ", 200, ""},
 		{"too many", "application/json", `{"contextKeys": ["a","b"], "contextHashes": ["YWJj","YWJj"]}`, 400, "batch of 4 lookups is over the limit of 3"},
 		{"too big", "application/json", `{"contextKeys": ["` + strings.Repeat("a", 300) + `"]}`, 413, "larger than 200 bytes"},
 		{"empty key", "application/json", `{"contextKeys": ["a", ""]}`, 400, "contextKeys[1]: context key is empty"},
@@ -367,3 +369,5 @@ func TestStorePanicIsAnError(t *testing.T) {
 type panickingStore struct{ failingStore }
 
 func (panickingStore) Memberships(context.Context, []string) []segments.Read { panic("bug") }
+
+var nilTime = time.Now()

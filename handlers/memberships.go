@@ -182,7 +182,7 @@ func (a *handler) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequ
 	if err := dec.Decode(&req); err != nil {
 		return req, http.StatusBadRequest, jsonError(err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return req, http.StatusBadRequest, errors.New("request body holds more than one JSON value")
 	}
 	if n := len(req.ContextKeys) + len(req.ContextHashes); n > a.maxBatch {
