@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -60,7 +61,7 @@ func FuzzLookupPath(f *testing.F) {
 			return // not a request a client could send
 		}
 		req := &http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: "bigseg"}
-		req = req.WithContext(t.Context())
+		req = req.WithContext(context.Background())
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		v := checkAnswer(t, rec, 200, 400, 404, 405)
@@ -81,7 +82,7 @@ func FuzzHashQuery(f *testing.F) {
 	h := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, query string) {
 		u := &url.URL{Path: "/memberships", RawQuery: query}
-		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: "bigseg"}).WithContext(t.Context())
+		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: "bigseg"}).WithContext(context.Background())
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		v := checkAnswer(t, rec, 200, 400)
@@ -101,7 +102,7 @@ func FuzzBatchBody(f *testing.F) {
 	}
 	h := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/memberships", bytes.NewReader(body))
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/memberships", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
