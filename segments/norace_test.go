@@ -1,5 +1,0 @@
-//go:build !race
-
-package segments
-
-const raceEnabled = false
