@@ -371,3 +371,12 @@ type panickingStore struct{ failingStore }
 func (panickingStore) Memberships(context.Context, []string) []segments.Read { panic("bug") }
 
 var nilTime = time.Now()
+
+func TestStorePanicInBatchIsAnError(t *testing.T) {
+	srv := newServer(t, panickingStore{})
+	resp, body := post(t, srv.URL+"/memberships", "application/json", `{"contextKeys":["alice","bob"]}`)
+	results := decode[struct{ Results []lookup }](t, body).Results
+	if resp.StatusCode != 200 || len(results) != 2 || results[0].Status != "STORE_ERROR" || results[1].Error == "" {
+		t.Errorf("%d %s, want 200 with a STORE_ERROR per lookup", resp.StatusCode, body)
+	}
+}

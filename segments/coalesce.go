@@ -2,7 +2,6 @@ package segments
 
 import (
 	"context"
-	"fmt"
 	"sync"
 )
 
@@ -140,23 +139,11 @@ func (c *coalescer) readQueue() {
 	}
 }
 
-// readBatch reads a batch; a store that panics fails the batch instead of the process.
-func (c *coalescer) readBatch(batch []*call) (reads []Read) {
+// readBatch reads a batch (Service.readStore turns a store's panic into errors).
+func (c *coalescer) readBatch(batch []*call) []Read {
 	hashes := make([]string, len(batch))
 	for i, cl := range batch {
 		hashes[i] = cl.hash
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			reads = make([]Read, len(batch))
-			for i := range reads {
-				reads[i].Err = fmt.Errorf("read membership: store panicked: %v", v)
-			}
-		}
-	}()
-	reads = c.read(context.Background(), hashes)
-	if len(reads) != len(hashes) {
-		panic(fmt.Sprintf("store returned %d reads for %d hashes", len(reads), len(hashes)))
-	}
-	return reads
+	return c.read(context.Background(), hashes)
 }

@@ -194,9 +194,23 @@ func (s *Service) readShared(ctx context.Context, hash string) (Membership, erro
 	}
 }
 
-func (s *Service) readStore(ctx context.Context, hashes []string) []Read {
+// readStore reads memberships from the store, timing the read for the observer. A store
+// that panics or answers for the wrong number of contexts fails this read, not the process.
+func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read) {
 	start := time.Now()
-	reads := s.store.Memberships(ctx, hashes)
+	defer func() {
+		if v := recover(); v != nil {
+			reads = make([]Read, len(hashes))
+			for i := range reads {
+				reads[i].Err = fmt.Errorf("read membership: store panicked: %v", v)
+			}
+			s.obs.StoreRead(OpMemberships, time.Since(start), reads[0].Err)
+		}
+	}()
+	reads = s.store.Memberships(ctx, hashes)
+	if len(reads) != len(hashes) {
+		panic(fmt.Sprintf("store returned %d reads for %d contexts", len(reads), len(hashes)))
+	}
 	var err error
 	for _, r := range reads {
 		if r.Err != nil {
