@@ -84,52 +84,38 @@ func (c config) validate() error {
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...)))
 	}
-	if c.CacheSize < 0 {
-		bad("CACHE_SIZE", "must not be negative")
+	type check struct {
+		name string
+		bad  bool
+		msg  string
 	}
-	if c.CacheTTL < 0 {
-		bad("CACHE_TTL", "must not be negative")
-	}
-	if c.StatusPollInterval <= 0 {
-		bad("STATUS_POLL_INTERVAL", "must be positive")
-	}
-	if c.StaleAfter <= 0 {
-		bad("STALE_AFTER", "must be positive")
-	}
-	for name, d := range map[string]time.Duration{"REDIS_DIAL_TIMEOUT": c.RedisDialTimeout, "REDIS_READ_TIMEOUT": c.RedisReadTimeout, "REDIS_WRITE_TIMEOUT": c.RedisWriteTimeout} {
-		if d <= 0 {
-			bad(name, "must be positive")
+	for _, ck := range []check{
+		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
+		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
+		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
+		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
+		{"REDIS_DIAL_TIMEOUT", c.RedisDialTimeout <= 0, "must be positive"},
+		{"REDIS_READ_TIMEOUT", c.RedisReadTimeout <= 0, "must be positive"},
+		{"REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout <= 0, "must be positive"},
+		{"REDIS_MAX_RETRIES", c.RedisMaxRetries < -1, "must be -1 or more"},
+		{"REDIS_POOL_SIZE", c.RedisPoolSize < 0, "must not be negative"},
+		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
+		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
+		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
+		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
+		{"MAX_INFLIGHT", c.MaxInflight < 0, "must not be negative"},
+		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
+		{"READ_HEADER_TIMEOUT", c.ReadHeaderTimeout <= 0, "must be positive"},
+		{"READ_TIMEOUT", c.ReadTimeout <= 0, "must be positive"},
+		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
+		{"IDLE_TIMEOUT", c.IdleTimeout <= 0, "must be positive"},
+		{"MAX_HEADER_BYTES", c.MaxHeaderBytes < 1024, "must be at least 1024"},
+		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
+		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
+	} {
+		if ck.bad {
+			bad(ck.name, "%s", ck.msg)
 		}
-	}
-	if c.RedisMaxRetries < -1 {
-		bad("REDIS_MAX_RETRIES", "must be -1 or more")
-	}
-	if c.RedisPoolSize < 0 {
-		bad("REDIS_POOL_SIZE", "must not be negative")
-	}
-	if c.StoreReadsInFlight <= 0 {
-		bad("STORE_READS_IN_FLIGHT", "must be positive")
-	}
-	if c.MaxKeyBytes <= 0 {
-		bad("MAX_KEY_BYTES", "must be positive")
-	}
-	if c.MaxBatch <= 0 {
-		bad("MAX_BATCH", "must be positive")
-	}
-	if c.MaxBodyBytes <= 0 {
-		bad("MAX_BODY_BYTES", "must be positive")
-	}
-	if c.MaxInflight < 0 {
-		bad("MAX_INFLIGHT", "must not be negative")
-	}
-	for name, d := range map[string]time.Duration{"SHED_WAIT": c.ShedWait, "READ_HEADER_TIMEOUT": c.ReadHeaderTimeout,
-		"READ_TIMEOUT": c.ReadTimeout, "WRITE_TIMEOUT": c.WriteTimeout, "IDLE_TIMEOUT": c.IdleTimeout} {
-		if d <= 0 {
-			bad(name, "must be positive")
-		}
-	}
-	if c.MaxHeaderBytes < 1024 {
-		bad("MAX_HEADER_BYTES", "must be at least 1024")
 	}
 	if len(c.APITokens) > 0 && c.APITokensFile != "" {
 		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
@@ -138,12 +124,6 @@ func (c config) validate() error {
 		if strings.TrimSpace(t) == "" {
 			bad("API_TOKENS", "holds an empty token")
 		}
-	}
-	if c.ShutdownDelay < 0 {
-		bad("SHUTDOWN_DELAY", "must not be negative")
-	}
-	if c.ShutdownTimeout <= 0 {
-		bad("SHUTDOWN_TIMEOUT", "must be positive")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
