@@ -309,3 +309,30 @@ func TestStreamIsInSpec(t *testing.T) {
 		t.Errorf("first event: %q", first.String())
 	}
 }
+
+// TestStatusStreamOutlivesWriteTimeout: the server's write timeout is for ordinary responses;
+// a status stream keeps delivering past it.
+func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
+	const writeTimeout = 100 * time.Millisecond
+	store := &switchStore{}
+	store.set(time.Now(), nil)
+	svc := segments.New(store)
+	svc.Poll(context.Background())
+	srv := httptest.NewUnstartedServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithHeartbeat(10*time.Millisecond)))
+	srv.Config.WriteTimeout = writeTimeout
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	e := openStream(t, srv.URL+"/status/stream")
+	e.next(t)
+	opened := time.Now()
+	for time.Since(opened) < 5*writeTimeout { // keep reading well past the write timeout
+		select {
+		case <-e.data:
+		case <-e.closed:
+			t.Fatalf("stream closed %s after it opened, with a write timeout of %s", time.Since(opened).Round(time.Millisecond), writeTimeout)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no heartbeat in 5s")
+		}
+	}
+}
