@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -77,15 +76,6 @@ type lookup struct {
 	Error       string          `json:"error"`
 }
 
-func decode[T any](t *testing.T, body []byte) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
-		t.Fatalf("decode %s: %v", body, err)
-	}
-	return v
-}
-
 func TestLookupTrickyKeys(t *testing.T) {
 	entries := map[string]memory.Context{}
 	for i, k := range trickyKeys {
@@ -101,7 +91,7 @@ func TestLookupTrickyKeys(t *testing.T) {
 				t.Errorf("%q as %q: %d %s", key, enc, resp.StatusCode, body)
 				continue
 			}
-			got := decode[lookup](t, body)
+			got := apitest.Decode[lookup](t, body)
 			want := lookup{ContextKey: &key, ContextHash: segments.Hash(key),
 				Memberships: map[string]bool{"seg-" + string(rune('a'+i)) + ".g1": true}, Status: "HEALTHY"}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -197,7 +187,7 @@ func TestBatch(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	got := decode[struct{ Results []lookup }](t, body).Results
+	got := apitest.Decode[struct{ Results []lookup }](t, body).Results
 	s := func(v string) *string { return &v }
 	want := []lookup{
 		{ContextKey: s("bob"), ContextHash: segments.Hash("bob"), Memberships: map[string]bool{"beta.g3": false}, Status: "HEALTHY"},
@@ -246,7 +236,7 @@ func TestBatchBadRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := post(t, srv.URL+"/memberships", tt.contentType, tt.body)
-			msg := decode[map[string]any](t, body)["error"]
+			msg := apitest.Decode[map[string]any](t, body)["error"]
 			if resp.StatusCode != tt.code || tt.code != 200 && !strings.Contains(msg.(string), tt.want) {
 				t.Fatalf("%d %s, want %d containing %q", resp.StatusCode, body, tt.code, tt.want)
 			}
@@ -279,7 +269,7 @@ func TestStoreErrors(t *testing.T) {
 	srv := newServer(t, failingStore{readErr: secret})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice"))} {
 		resp, body := get(t, srv.URL+path)
-		got := decode[lookup](t, body)
+		got := apitest.Decode[lookup](t, body)
 		if resp.StatusCode != http.StatusServiceUnavailable || got.Status != "STORE_ERROR" || got.Error == "" || got.Memberships != nil {
 			t.Errorf("%s: %d %s, want 503 STORE_ERROR with an error and no memberships", path, resp.StatusCode, body)
 		}
@@ -288,7 +278,7 @@ func TestStoreErrors(t *testing.T) {
 		}
 	}
 	resp, body := post(t, srv.URL+"/memberships", "application/json", `{"contextKeys":["alice","bob"]}`)
-	results := decode[struct{ Results []lookup }](t, body).Results
+	results := apitest.Decode[struct{ Results []lookup }](t, body).Results
 	if resp.StatusCode != http.StatusOK || len(results) != 2 || results[1].Status != "STORE_ERROR" || results[1].Error == "" {
 		t.Errorf("batch: %d %s, want 200 with a STORE_ERROR per lookup", resp.StatusCode, body)
 	}
@@ -297,7 +287,7 @@ func TestStoreErrors(t *testing.T) {
 func TestUnavailableStoreButSuccessfulRead(t *testing.T) {
 	srv := newServer(t, failingStore{metaErr: errors.New("metadata unreadable")})
 	resp, body := get(t, srv.URL+"/memberships/alice")
-	got := decode[lookup](t, body)
+	got := apitest.Decode[lookup](t, body)
 	if resp.StatusCode != http.StatusOK || got.Status != "STORE_ERROR" || got.Memberships == nil || got.Error != "" {
 		t.Errorf("%d %s, want 200, status STORE_ERROR, memberships and no error", resp.StatusCode, body)
 	}
@@ -306,12 +296,12 @@ func TestUnavailableStoreButSuccessfulRead(t *testing.T) {
 func TestUnknownRoutesAndMethods(t *testing.T) {
 	srv := newServer(t, memoryStore(t, nil))
 	resp, body := get(t, srv.URL+"/nope")
-	if resp.StatusCode != http.StatusNotFound || decode[map[string]string](t, body)["error"] == "" {
+	if resp.StatusCode != http.StatusNotFound || apitest.Decode[map[string]string](t, body)["error"] == "" {
 		t.Errorf("unknown route: %d %s", resp.StatusCode, body)
 	}
 	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/memberships", nil)
 	resp, body = apitest.Do(t, nil, req)
-	if resp.StatusCode != http.StatusMethodNotAllowed || decode[map[string]string](t, body)["error"] == "" {
+	if resp.StatusCode != http.StatusMethodNotAllowed || apitest.Decode[map[string]string](t, body)["error"] == "" {
 		t.Errorf("DELETE /memberships: %d %s", resp.StatusCode, body)
 	}
 	allow := resp.Header.Values("Allow")
@@ -375,7 +365,7 @@ var nilTime = time.Now()
 func TestStorePanicInBatchIsAnError(t *testing.T) {
 	srv := newServer(t, panickingStore{})
 	resp, body := post(t, srv.URL+"/memberships", "application/json", `{"contextKeys":["alice","bob"]}`)
-	results := decode[struct{ Results []lookup }](t, body).Results
+	results := apitest.Decode[struct{ Results []lookup }](t, body).Results
 	if resp.StatusCode != 200 || len(results) != 2 || results[0].Status != "STORE_ERROR" || results[1].Error == "" {
 		t.Errorf("%d %s, want 200 with a STORE_ERROR per lookup", resp.StatusCode, body)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -27,14 +28,14 @@ func TestNotYetPolledThenAvailableWithRealRedis(t *testing.T) {
 	if resp, body := get(t, srv.URL+"/readyz"); resp.StatusCode != 503 {
 		t.Fatalf("/readyz before the first poll: %d %s", resp.StatusCode, body)
 	}
-	if st := decode[statusJSON](t, mustGet(t, srv.URL+"/status")); st.CheckedAt != nil || st.Available {
+	if st := apitest.Decode[statusJSON](t, mustGet(t, srv.URL+"/status")); st.CheckedAt != nil || st.Available {
 		t.Fatalf("/status before the first poll: %+v", st)
 	}
 	svc.Poll(context.Background())
 	if resp, body := get(t, srv.URL+"/readyz"); resp.StatusCode != 200 {
 		t.Fatalf("/readyz after the first poll: %d %s", resp.StatusCode, body)
 	}
-	if st := decode[statusJSON](t, mustGet(t, srv.URL+"/status")); st.CheckedAt == nil || !st.Available || st.Stale || st.Store != "redis" {
+	if st := apitest.Decode[statusJSON](t, mustGet(t, srv.URL+"/status")); st.CheckedAt == nil || !st.Available || st.Stale || st.Store != "redis" {
 		t.Fatalf("/status after the first poll: %+v", st)
 	}
 }

@@ -67,7 +67,7 @@ func TestStatusAndReadiness(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("/status: %d %s", resp.StatusCode, body)
 		}
-		return decode[statusJSON](t, body)
+		return apitest.Decode[statusJSON](t, body)
 	}
 	ready := func(wantCode int, wantReason string) {
 		t.Helper()

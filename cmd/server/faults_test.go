@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
 )
@@ -208,7 +209,7 @@ func TestWrongDataInRedis(t *testing.T) {
 	}
 	body, _ := json.Marshal(map[string][]string{"contextKeys": {"user-1", "broken", "user-2"}})
 	resp, b := srv.post(t, "/memberships", string(body))
-	results := decode[struct{ Results []lookup }](t, b).Results
+	results := apitest.Decode[struct{ Results []lookup }](t, b).Results
 	if resp.StatusCode != 200 || len(results) != 3 || results[0].Status != "HEALTHY" || results[1].Status != "STORE_ERROR" || results[2].Status != "HEALTHY" {
 		t.Errorf("batch with one WRONGTYPE context: %d %s", resp.StatusCode, b)
 	}

@@ -199,32 +199,23 @@ type lookup struct {
 	Error       string          `json:"error"`
 }
 
-func decode[T any](t *testing.T, body []byte) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
-		t.Fatalf("decode %s: %v", body, err)
-	}
-	return v
-}
-
 func TestEmbeddedStore(t *testing.T) {
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json"})
 	if w := srv.logs.find("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL"); len(w) != 1 || w[0]["level"] != "WARN" {
 		t.Errorf("no start-up warning about the embedded store; logs:\n%s", srv.logs.all())
 	}
 	resp, body := srv.get(t, "/memberships/alice")
-	got := decode[lookup](t, body)
+	got := apitest.Decode[lookup](t, body)
 	want := map[string]bool{"beta-users.g3": true, "early-access.g2": true, "blocked-accounts.g1": false}
 	if resp.StatusCode != 200 || got.Status != "HEALTHY" || !reflect.DeepEqual(got.Memberships, want) {
 		t.Errorf("alice: %d %s", resp.StatusCode, body)
 	}
 	resp, body = srv.get(t, "/memberships/"+url.PathEscape("org/acme:user 42"))
-	if got := decode[lookup](t, body); resp.StatusCode != 200 || got.ContextKey != "org/acme:user 42" || !got.Memberships["enterprise-customers.g7"] {
+	if got := apitest.Decode[lookup](t, body); resp.StatusCode != 200 || got.ContextKey != "org/acme:user 42" || !got.Memberships["enterprise-customers.g7"] {
 		t.Errorf("org/acme:user 42: %d %s", resp.StatusCode, body)
 	}
 	resp, body = srv.get(t, "/memberships?contextHash="+url.QueryEscape(segments.Hash("dave")))
-	if got := decode[lookup](t, body); resp.StatusCode != 200 || !got.Memberships["vip-accounts.g2"] {
+	if got := apitest.Decode[lookup](t, body); resp.StatusCode != 200 || !got.Memberships["vip-accounts.g2"] {
 		t.Errorf("dave by hash: %d %s", resp.StatusCode, body)
 	}
 }
@@ -261,7 +252,7 @@ func TestRedisLookups(t *testing.T) {
 
 	for i, k := range keys {
 		resp, body := srv.get(t, "/memberships/"+url.PathEscape(k))
-		got := decode[lookup](t, body)
+		got := apitest.Decode[lookup](t, body)
 		want := lookup{ContextKey: k, ContextHash: segments.Hash(k), Status: "HEALTHY",
 			Memberships: map[string]bool{"inc-" + strconv.Itoa(i) + ".g1": true, "exc.g1": false}}
 		if resp.StatusCode != 200 || !reflect.DeepEqual(got, want) {
@@ -271,7 +262,7 @@ func TestRedisLookups(t *testing.T) {
 
 	body, _ := json.Marshal(map[string][]string{"contextKeys": append(keys, "nobody")})
 	resp, b := srv.post(t, "/memberships", string(body))
-	results := decode[struct{ Results []lookup }](t, b).Results
+	results := apitest.Decode[struct{ Results []lookup }](t, b).Results
 	if resp.StatusCode != 200 || len(results) != len(keys)+1 {
 		t.Fatalf("batch: %d %s", resp.StatusCode, b)
 	}
@@ -342,7 +333,7 @@ func TestRedisDownGives503(t *testing.T) {
 	}
 	rs.Stop()
 	resp, body := srv.get(t, "/memberships/bob")
-	got := decode[lookup](t, body)
+	got := apitest.Decode[lookup](t, body)
 	if resp.StatusCode != http.StatusServiceUnavailable || got.Status != "STORE_ERROR" || got.Error == "" {
 		t.Errorf("with Redis down: %d %s", resp.StatusCode, body)
 	}

@@ -144,7 +144,7 @@ func TestStatusTransitionsWithRealRedis(t *testing.T) {
 	expectLookup := func(stage string, code int, status string) {
 		t.Helper()
 		resp, body := srv.get(t, "/memberships/alice")
-		if got := decode[lookup](t, body); resp.StatusCode != code || got.Status != status {
+		if got := apitest.Decode[lookup](t, body); resp.StatusCode != code || got.Status != status {
 			t.Errorf("%s: lookup %d %s, want %d %s", stage, resp.StatusCode, body, code, status)
 		}
 	}

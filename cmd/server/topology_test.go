@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/storage/memory"
 )
@@ -47,7 +48,7 @@ func expectFixtureServed(t *testing.T, srv *server, path string) {
 			p = "/memberships/" + url.PathEscape(c.Key)
 		}
 		resp, body := srv.get(t, p)
-		got := decode[lookup](t, body)
+		got := apitest.Decode[lookup](t, body)
 		if resp.StatusCode != 200 || got.Status != "HEALTHY" || !reflect.DeepEqual(got.Memberships, want) {
 			t.Errorf("%s: %d %s, want memberships %v", p, resp.StatusCode, body, want)
 		}
@@ -110,7 +111,7 @@ func TestClusterEndToEnd(t *testing.T) {
 			expectFixtureServed(t, srv, "../../examples/memberships.json")
 			body, _ := json.Marshal(map[string][]string{"contextKeys": {"alice", "bob", "carol@example.com", "zoë", "nobody"}})
 			resp, b := srv.post(t, "/memberships", string(body))
-			if results := decode[struct{ Results []lookup }](t, b).Results; resp.StatusCode != 200 || len(results) != 5 || results[0].Memberships["beta-users.g3"] != true {
+			if results := apitest.Decode[struct{ Results []lookup }](t, b).Results; resp.StatusCode != 200 || len(results) != 5 || results[0].Memberships["beta-users.g3"] != true {
 				t.Errorf("batch across slots: %d %s", resp.StatusCode, b)
 			}
 		})

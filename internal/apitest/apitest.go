@@ -124,3 +124,13 @@ func CheckSchema(t testing.TB, name string, data []byte) {
 		t.Errorf("%s breaks schema %s: %v", data, name, err)
 	}
 }
+
+// Decode unmarshals a JSON body into a T, failing the test if it cannot.
+func Decode[T any](t testing.TB, body []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	return v
+}
