@@ -136,20 +136,24 @@ func (a *handler) getReady() http.HandlerFunc {
 	}
 }
 
-// notReady says why the instance should get no traffic, or "" when it should.
-func (a *handler) notReady() string {
+func (a *handler) notReady() string { return NotReady(a.svc, a.readyRequiresFresh, a.drain) }
+
+// NotReady says why an instance should get no traffic, or "" when it should: the rule of
+// /readyz (see New's WithReadyRequiresFresh and WithDrain), for whoever else reports
+// readiness, such as a metric.
+func NotReady(svc *segments.Service, requireFresh bool, drain <-chan struct{}) string {
 	select {
-	case <-a.drain:
+	case <-drain:
 		return "shutting down"
 	default:
 	}
-	st, polled := a.svc.Status()
+	st, polled := svc.Status()
 	switch {
 	case !polled:
 		return "the store's status has not been polled yet"
 	case !st.Available:
 		return "the Big Segment store is unavailable"
-	case a.readyRequiresFresh && st.Stale:
+	case requireFresh && st.Stale:
 		return "the Big Segment data is stale"
 	}
 	return ""

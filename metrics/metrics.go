@@ -99,6 +99,15 @@ func (m *Metrics) WatchCache(entries func() int) {
 	}, func() float64 { return float64(entries()) }))
 }
 
+// WatchReady exports whether the instance is ready for traffic (what /readyz says), read at
+// each scrape: the "no instance ready" alert counts it across instances.
+func (m *Metrics) WatchReady(ready func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bigseg_ready",
+		Help: "1 if /readyz answers 200 (first poll done, store available, not shutting down), else 0.",
+	}, func() float64 { return boolFloat(ready()) }))
+}
+
 // Lookup implements segments.Observer.
 func (m *Metrics) Lookup(status segments.LookupStatus, cached bool) {
 	i := 0

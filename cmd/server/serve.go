@@ -62,6 +62,7 @@ func serve(ctx context.Context, cfg config, logOut io.Writer) error {
 		apiMetrics = nil
 	}
 	drain, stop := make(chan struct{}), make(chan struct{})
+	m.WatchReady(func() bool { return handlers.NotReady(svc, cfg.ReadyRequiresFresh, drain) == "" })
 	handler := handlers.New(svc,
 		handlers.WithLogger(log),
 		handlers.WithStoreName(st.name),

@@ -150,6 +150,9 @@ func TestStatusTransitionsWithRealRedis(t *testing.T) {
 	}
 	expectGauges("available", 1, 0)
 	expectReady("available", 200)
+	if got := srv.value(t, "bigseg_ready"); got != 1 {
+		t.Errorf("bigseg_ready = %v while available, want 1", got)
+	}
 	expectLookup("available", 200, "HEALTHY")
 
 	rs.Shutdown()
@@ -158,6 +161,9 @@ func TestStatusTransitionsWithRealRedis(t *testing.T) {
 	}
 	expectGauges("Redis stopped", 0, 0)
 	expectReady("Redis stopped", 503)
+	if got := srv.value(t, "bigseg_ready"); got != 0 {
+		t.Errorf("bigseg_ready = %v while Redis is stopped, want 0", got)
+	}
 	expectLookup("Redis stopped", 503, "STORE_ERROR")
 
 	rs.Restart()
@@ -221,6 +227,9 @@ func TestShutdownSequence(t *testing.T) {
 	if resp, body := srv.get(t, "/memberships/alice"); resp.StatusCode != 200 {
 		t.Errorf("lookup during the delay: %d %s", resp.StatusCode, body)
 	}
+	if got := srv.value(t, "bigseg_ready"); got != 0 {
+		t.Errorf("bigseg_ready = %v during the delay, want 0", got)
+	}
 	if len(srv.logs.find("shutting down: closing the listener, finishing requests")) != 0 {
 		t.Fatal("the delay ended before the checks: they proved nothing")
 	}
@@ -259,7 +268,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		"bigseg_store_available", "bigseg_store_stale", "bigseg_store_last_synchronized_timestamp_seconds",
 		"bigseg_store_status_polls_total", "bigseg_store_status_changes_total", "bigseg_membership_lookups_total",
 		"bigseg_store_request_duration_seconds", "bigseg_cache_entries", "bigseg_http_requests_total",
-		"bigseg_http_request_duration_seconds", "bigseg_redis_pool_connections", "go_goroutines", "process_cpu_seconds_total",
+		"bigseg_http_request_duration_seconds", "bigseg_redis_pool_connections", "bigseg_ready", "go_goroutines", "process_cpu_seconds_total",
 	} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("no metric %s", name)
