@@ -163,12 +163,14 @@ func TestSlowRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	c := rs.Client()
 	seedUsers(t, c, 10)
-	srv := start(t, faultEnv(rs.URL(), "BIGSEG_REDIS_MAX_RETRIES", "0"))
+	// A read timeout long enough that all 200 requests arrive while the first read waits, and
+	// short enough that a second read, if any, still fails inside the 5 s pause.
+	srv := start(t, faultEnv(rs.URL(), "BIGSEG_REDIS_MAX_RETRIES", "0", "BIGSEG_REDIS_READ_TIMEOUT", "1s"))
 	ask(http.DefaultClient, srv.URL+"/memberships/user-1")
 	baseline := srv.value(t, "go_goroutines")
 	readsBefore := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
 
-	if err := c.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+	if err := c.Do(context.Background(), "CLIENT", "PAUSE", "5000", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
 	const n = 200
