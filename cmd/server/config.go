@@ -36,7 +36,7 @@ type config struct {
 	RedisDialTimeout           time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"how long connecting to Redis may take"`
 	RedisReadTimeout           time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"500ms" desc:"how long a Redis reply may take"`
 	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"500ms" desc:"how long sending a Redis command may take"`
-	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a stale pooled connection, a timeout); -1 for none"`
+	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a stale pooled connection, a timeout); 0 for none"`
 	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" default:"0" desc:"most connections per Redis node; 0 means 10 per CPU"`
 	Prefix                     string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
 	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
@@ -97,7 +97,7 @@ func (c config) validate() error {
 		{"REDIS_DIAL_TIMEOUT", c.RedisDialTimeout <= 0, "must be positive"},
 		{"REDIS_READ_TIMEOUT", c.RedisReadTimeout <= 0, "must be positive"},
 		{"REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout <= 0, "must be positive"},
-		{"REDIS_MAX_RETRIES", c.RedisMaxRetries < -1, "must be -1 or more"},
+		{"REDIS_MAX_RETRIES", c.RedisMaxRetries < 0, "must not be negative"},
 		{"REDIS_POOL_SIZE", c.RedisPoolSize < 0, "must not be negative"},
 		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},

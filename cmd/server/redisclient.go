@@ -235,5 +235,8 @@ func newRedisClient(c config) (goredis.UniversalClient, redisTarget, error) {
 func (c config) applyClientSettings(dial, read, write *time.Duration, retries, pool, protocol *int) {
 	*dial, *read, *write = c.RedisDialTimeout, c.RedisReadTimeout, c.RedisWriteTimeout
 	*retries, *pool = c.RedisMaxRetries, c.RedisPoolSize
+	if c.RedisMaxRetries == 0 {
+		*retries = -1 // go-redis reads 0 as "its default, 3"; -1 is none
+	}
 	*protocol = 2
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/internal/apitest"
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/storage/memory"
 )
@@ -259,5 +261,25 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMaxRetries: BIGSEG_REDIS_MAX_RETRIES counts retries, and 0 means none. go-redis takes 0
+// as "its default, 3" and -1 as none, and stores none as 0 once the client is made.
+func TestMaxRetries(t *testing.T) {
+	for env, want := range map[string]int{"0": 0, "1": 1, "2": 2} {
+		setEnv(t, map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_MAX_RETRIES": env})
+		cfg, err := loadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := newRedisClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.(*goredis.Client).Options().MaxRetries; got != want {
+			t.Errorf("BIGSEG_REDIS_MAX_RETRIES=%s: go-redis MaxRetries %d, want %d", env, got, want)
+		}
+		c.Close()
 	}
 }
