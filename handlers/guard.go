@@ -77,8 +77,9 @@ func (a *handler) shed(next http.Handler) http.Handler {
 		case <-timer.C:
 			<-s.waiting
 			a.tooBusy(w)
-		case <-r.Context().Done():
+		case <-r.Context().Done(): // the client left while waiting
 			<-s.waiting
+			a.tooBusy(w)
 		}
 	})
 }
