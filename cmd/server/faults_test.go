@@ -155,6 +155,7 @@ func TestRedisKilledDuringLoad(t *testing.T) {
 	if n := bad.Load(); n > 0 {
 		t.Errorf("%d requests were not answered with a JSON 200 or 503, e.g. %v", n, badExample.Load())
 	}
+	client.CloseIdleConnections() // the clients' keep-alive connections are not the server's growth
 	waitFor(t, "goroutines back to their baseline", func() bool { return srv.value(t, "go_goroutines") <= baseline+5 })
 	t.Logf("200: %d, 503: %d; goroutines %v at the start", count(200), count(503), baseline)
 }
@@ -190,6 +191,7 @@ func TestSlowRedis(t *testing.T) {
 	if reads := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships") - readsBefore; reads > 2 {
 		t.Errorf("%v store reads for %d concurrent requests of one context, want 1 (2 at most, if some arrived after it failed)", reads, n)
 	}
+	client.CloseIdleConnections()
 	waitFor(t, "goroutines back to their baseline", func() bool { return srv.value(t, "go_goroutines") <= baseline+5 })
 	c.Do(context.Background(), "CLIENT", "UNPAUSE")
 	waitFor(t, "lookups succeeding after the pause", func() bool { return ask(client, srv.URL+"/memberships/user-5").code == 200 })

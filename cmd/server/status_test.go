@@ -212,7 +212,7 @@ func TestStatusTransitionsWithRealRedis(t *testing.T) {
 }
 
 func TestShutdownSequence(t *testing.T) {
-	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_SHUTDOWN_DELAY": "2s"})
+	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_SHUTDOWN_DELAY": "5s"})
 	if resp, _ := srv.get(t, "/readyz"); resp.StatusCode != 200 {
 		waitFor(t, "ready", func() bool { resp, _ := http.Get(srv.URL + "/readyz"); return resp != nil && resp.StatusCode == 200 })
 	}
