@@ -1,7 +1,6 @@
 package segments
 
 import (
-	"sync/atomic"
 	"time"
 
 	gocache "github.com/patrickmn/go-cache"
@@ -20,12 +19,11 @@ import (
 // Expiry decisions use the injected clock; go-cache's own expiration (on the real clock, with
 // the same TTL) is only used to purge.
 type cache struct {
-	keys    *gocache.Cache
-	hashes  *gocache.Cache
-	max     int
-	ttl     time.Duration
-	now     func() time.Time
-	refused atomic.Int64
+	keys   *gocache.Cache
+	hashes *gocache.Cache
+	max    int
+	ttl    time.Duration
+	now    func() time.Time
 }
 
 // cacheEntry is one cached answer. Entries cached by key keep the key's hash, which every
@@ -82,7 +80,6 @@ func (c *cache) set(byHash bool, k, hash string, m Membership) {
 		return
 	}
 	if c.len() >= c.max {
-		c.refused.Add(1)
 		return
 	}
 	e := &cacheEntry{m: m, expires: c.now().Add(c.ttl).UnixNano()}
