@@ -17,12 +17,13 @@ var benchResult = segments.Result{
 }
 
 func BenchmarkAppendResult(b *testing.B) {
-	buf := make([]byte, 0, 512)
+	e := &encoder{b: make([]byte, 0, 512)}
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendResult(buf[:0], false, "alice", benchResult)
+		e.b = e.b[:0]
+		e.result(false, "alice", benchResult)
 	}
-	b.SetBytes(int64(len(buf)))
+	b.SetBytes(int64(len(e.b)))
 }
 
 // discard is a ResponseWriter that keeps nothing, so the benchmark measures the handler.

@@ -15,12 +15,70 @@ import (
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
+// flushSize is how much of an answer is buffered before it is passed on to the client: what
+// one answer, however large, costs in memory.
+const flushSize = 32 << 10
+
 // storeErrorMessage is what callers see of a failed read; the cause is logged.
 const storeErrorMessage = "the Big Segment store could not be read"
 
-// appendResult appends one lookup's JSON object. key is omitted when byHash.
-func appendResult(b []byte, byHash bool, key string, r segments.Result) []byte {
-	b = append(b, '{')
+// encoder writes one JSON answer into a pooled buffer and passes it on to the client whenever
+// it holds flushSize bytes. An answer that fits is sent in one write with its Content-Length;
+// a larger one is streamed (chunked).
+type encoder struct {
+	w       http.ResponseWriter // nil keeps the whole answer in b (tests)
+	code    int
+	pooled  *[]byte
+	b       []byte
+	started bool // the status and headers are written
+}
+
+func newEncoder(w http.ResponseWriter, code int) *encoder {
+	bp := bufs.Get().(*[]byte)
+	return &encoder{w: w, code: code, pooled: bp, b: (*bp)[:0]}
+}
+
+// Header values shared by every response: net/http only reads them, and sharing saves an
+// allocation per response.
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
+func (e *encoder) flushIfFull() {
+	if e.w != nil && len(e.b) >= flushSize {
+		e.write()
+	}
+}
+
+func (e *encoder) write() {
+	if !e.started {
+		h := e.w.Header()
+		h["Content-Type"] = jsonContentType
+		h["Cache-Control"] = noStore
+		e.w.WriteHeader(e.code)
+		e.started = true
+	}
+	_, _ = e.w.Write(e.b)
+	e.b = e.b[:0]
+}
+
+// close ends the answer with a newline and sends what is left.
+func (e *encoder) close() {
+	e.b = append(e.b, '\n')
+	if !e.started {
+		e.w.Header()["Content-Length"] = []string{strconv.Itoa(len(e.b))}
+	}
+	e.write()
+	if cap(e.b) <= 2*flushSize {
+		*e.pooled = e.b
+		bufs.Put(e.pooled)
+	}
+}
+
+// result appends one lookup's JSON object. key is omitted when byHash.
+func (e *encoder) result(byHash bool, key string, r segments.Result) {
+	b := append(e.b, '{')
 	if !byHash {
 		b = append(b, `"contextKey":`...)
 		b = appendString(b, key)
@@ -42,6 +100,9 @@ func appendResult(b []byte, byHash bool, key string, r segments.Result) []byte {
 			} else {
 				b = append(b, ":false"...)
 			}
+			e.b = b
+			e.flushIfFull()
+			b = e.b
 		}
 		b = append(b, '}')
 	}
@@ -51,30 +112,11 @@ func appendResult(b []byte, byHash bool, key string, r segments.Result) []byte {
 	if r.Err != nil {
 		b = append(b, `,"error":"`+storeErrorMessage+`"`...)
 	}
-	return append(b, '}')
+	e.b = append(b, '}')
 }
 
-// Header values shared by every response: net/http only reads them, and sharing saves an
-// allocation per response.
-var (
-	jsonContentType = []string{"application/json"}
-)
-
-// writeBody writes a JSON body built by fill into a pooled buffer.
-func writeBody(w http.ResponseWriter, code int, fill func([]byte) []byte) {
-	bp := bufs.Get().(*[]byte)
-	b := fill((*bp)[:0])
-	b = append(b, '\n')
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-	if cap(b) <= 64<<10 { // let big batch buffers go
-		*bp = b
-		bufs.Put(bp)
-	}
-}
+// raw appends s as it is.
+func (e *encoder) raw(s string) { e.b = append(e.b, s...) }
 
 const hexDigits = "0123456789abcdef"
 

@@ -48,7 +48,9 @@ func TestAppendResultIsValidJSON(t *testing.T) {
 		{ContextHash: segments.Hash("k"), Status: segments.StoreError, Err: errors.New("x")},
 	} {
 		for _, byHash := range []bool{false, true} {
-			b := appendResult(nil, byHash, "key \"with\" quotes", r)
+			e := &encoder{}
+			e.result(byHash, "key \"with\" quotes", r)
+			b := e.b
 			var v map[string]any
 			if err := json.Unmarshal(b, &v); err != nil {
 				t.Fatalf("%s: %v", b, err)

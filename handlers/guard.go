@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 )
 
 // authenticate lets a request through only with "Authorization: Bearer <token>" naming one of
@@ -51,42 +49,54 @@ func newShedder(limit int, wait time.Duration) *shedder {
 	return &shedder{running: make(chan struct{}, limit), waiting: make(chan struct{}, limit), wait: wait}
 }
 
-func (a *handler) shed(next http.Handler) http.Handler {
+// admit takes a lookup slot for a request whose input has been read and checked, or answers
+// 429 and returns false. The caller must call release once the lookup is answered. Slots are
+// only taken once the request is complete, so that a client still sending (or sending
+// slowly) never holds one.
+func (a *handler) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	s := a.shedder
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case s.running <- struct{}{}:
-			defer func() { <-s.running }()
-			next.ServeHTTP(w, r)
-			return
-		default:
-		}
-		select {
-		case s.waiting <- struct{}{}:
-		default:
-			a.tooBusy(w)
-			return
-		}
-		timer := time.NewTimer(s.wait)
-		defer timer.Stop()
-		select {
-		case s.running <- struct{}{}:
-			<-s.waiting
-			defer func() { <-s.running }()
-			next.ServeHTTP(w, r)
-		case <-timer.C:
-			<-s.waiting
-			a.tooBusy(w)
-		case <-r.Context().Done(): // the client left while waiting
-			<-s.waiting
-			a.tooBusy(w)
-		}
-	})
+	if s == nil {
+		return func() {}, true
+	}
+	select {
+	case s.running <- struct{}{}:
+		return func() { <-s.running }, true
+	default:
+	}
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+		a.tooBusy(w)
+		return nil, false
+	}
+	defer func() { <-s.waiting }()
+	timer := time.NewTimer(s.wait)
+	defer timer.Stop()
+	select {
+	case s.running <- struct{}{}:
+		return func() { <-s.running }, true
+	case <-timer.C:
+	case <-r.Context().Done(): // the client left while waiting
+	}
+	a.tooBusy(w)
+	return nil, false
 }
 
 func (a *handler) tooBusy(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
+}
+
+// openStream takes a status stream slot, or answers 503 with Retry-After and returns false.
+func (a *handler) openStream(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case a.streams <- struct{}{}:
+		return func() { <-a.streams }, true
+	default:
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "too many status streams open; retry later, or poll /status")
+		return nil, false
+	}
 }
 
 // accessLog logs each answered request with its route pattern, never its path: paths hold
@@ -100,12 +110,8 @@ func (a *handler) logAccess(next http.Handler) http.Handler {
 		if code == 0 {
 			code = http.StatusOK
 		}
-		route := chi.RouteContext(r.Context()).RoutePattern()
-		if route == "" {
-			route = "none"
-		}
 		a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("route", route), slog.Int("code", code),
+			slog.String("method", methodLabel(r.Method)), slog.String("route", routeLabel(r)), slog.Int("code", code),
 			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000))
 	})
 }

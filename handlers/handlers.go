@@ -11,32 +11,40 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bigseg/bigseg/segments"
 )
 
 // Defaults for the request limits.
 const (
-	DefaultMaxKeyBytes  = 1024
-	DefaultMaxBatch     = 1000
-	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxKeyBytes     = 1024
+	DefaultMaxBatch        = 1000
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultBodyReadTimeout = 2 * time.Second
+	DefaultMaxBatchRefs    = 100_000
+	DefaultMaxStreams      = 1000
 )
 
-// RequestObserver is told about every request once it is answered: the chi route pattern
-// (empty for a request that matched no route), method, status code and duration.
+// RequestObserver is told about every request once it is answered: the route (a chi route
+// pattern, or "unmatched"), the method (a standard one, or "other"), the status code and the
+// duration. Both labels come from fixed sets, whatever clients send.
 type RequestObserver func(route, method string, code int, d time.Duration)
 
 type handler struct {
-	svc          *segments.Service
-	log          *slog.Logger
-	maxKeyBytes  int
-	maxBatch     int
-	maxBodyBytes int64
-	observe      RequestObserver
-	metrics      http.Handler
-	storeName    string
-	heartbeat    time.Duration
-	drain, stop  <-chan struct{}
+	svc             *segments.Service
+	log             *slog.Logger
+	maxKeyBytes     int
+	maxBatch        int
+	maxBodyBytes    int64
+	bodyReadTimeout time.Duration
+	maxBatchRefs    int
+	streams         chan struct{} // one per open status stream
+	observe         RequestObserver
+	metrics         http.Handler
+	storeName       string
+	heartbeat       time.Duration
+	drain, stop     <-chan struct{}
 
 	readyRequiresFresh bool
 
@@ -61,6 +69,20 @@ func WithMaxBatch(n int) Option { return func(a *handler) { a.maxBatch = n } }
 
 // WithMaxBodyBytes bounds request bodies. Default DefaultMaxBodyBytes.
 func WithMaxBodyBytes(n int64) Option { return func(a *handler) { a.maxBodyBytes = n } }
+
+// WithBodyReadTimeout bounds how long a client may take to send a batch body; it is read
+// before the request takes a lookup slot. Default DefaultBodyReadTimeout.
+func WithBodyReadTimeout(d time.Duration) Option { return func(a *handler) { a.bodyReadTimeout = d } }
+
+// WithMaxBatchRefs bounds the segment refs one batch answer may hold, so that a small request
+// cannot make a huge answer. Default DefaultMaxBatchRefs.
+func WithMaxBatchRefs(n int) Option { return func(a *handler) { a.maxBatchRefs = n } }
+
+// WithMaxStreams bounds the status streams open at once; beyond it, a stream is refused with
+// 503 and Retry-After. Default DefaultMaxStreams.
+func WithMaxStreams(n int) Option {
+	return func(a *handler) { a.streams = make(chan struct{}, max(n, 0)) }
+}
 
 // WithRequestObserver sets who is told about each request (metrics).
 func WithRequestObserver(o RequestObserver) Option { return func(a *handler) { a.observe = o } }
@@ -87,7 +109,8 @@ func WithDrain(drain <-chan struct{}) Option { return func(a *handler) { a.drain
 func WithStop(stop <-chan struct{}) Option { return func(a *handler) { a.stop = stop } }
 
 // WithAPITokens requires "Authorization: Bearer <token>", with one of tokens, on every
-// /memberships route. Probes, /status and /metrics stay open. No tokens means no check.
+// /memberships route and on /status/stream (which holds a connection open). Probes, /status
+// and /metrics stay open. No tokens means no check.
 func WithAPITokens(tokens []string) Option {
 	return func(a *handler) {
 		a.tokens = nil
@@ -115,12 +138,15 @@ func WithAccessLog(on bool) Option { return func(a *handler) { a.accessLog = on 
 // New returns the HTTP API over svc.
 func New(svc *segments.Service, opts ...Option) http.Handler {
 	a := &handler{
-		svc:          svc,
-		log:          slog.New(slog.DiscardHandler),
-		maxKeyBytes:  DefaultMaxKeyBytes,
-		maxBatch:     DefaultMaxBatch,
-		maxBodyBytes: DefaultMaxBodyBytes,
-		heartbeat:    DefaultHeartbeat,
+		svc:             svc,
+		log:             slog.New(slog.DiscardHandler),
+		maxKeyBytes:     DefaultMaxKeyBytes,
+		maxBatch:        DefaultMaxBatch,
+		maxBodyBytes:    DefaultMaxBodyBytes,
+		bodyReadTimeout: DefaultBodyReadTimeout,
+		maxBatchRefs:    DefaultMaxBatchRefs,
+		streams:         make(chan struct{}, DefaultMaxStreams),
+		heartbeat:       DefaultHeartbeat,
 	}
 	for _, o := range opts {
 		o(a)
@@ -129,7 +155,10 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 	if a.observe != nil {
 		a.mux.Use(a.observed) // outermost: it sees the 500 of a recovered panic
 	}
-	a.mux.Use(a.recoverer)
+	if a.drain != nil {
+		a.mux.Use(a.closeWhenDraining)
+	}
+	a.mux.Use(a.recoverer, middleware.GetHead)
 	if a.accessLog {
 		a.mux.Use(a.logAccess)
 	}
@@ -147,13 +176,16 @@ type errorBody struct {
 // jsonMarshal is the one place values become JSON.
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// writeJSON writes v as the JSON body of a response with the given status code.
+// writeJSON writes v as the JSON body of a response with the given status code. No answer
+// may be cached: lookups are personal data, and the rest changes from one moment to the next.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := jsonMarshal(v)
 	if err != nil { // only ever our own types: a bug
 		code, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
 }
@@ -172,17 +204,60 @@ func (a *handler) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "no such route: see /openapi.yaml")
 }
 
+// methodNotAllowed answers a method that a route does not have: OPTIONS with 204 and the
+// Allow header, any other with 405 and Allow.
 func (a *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path
 	}
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		if a.mux.Match(chi.NewRouteContext(), m, path) {
 			w.Header().Add("Allow", m)
+			if m == http.MethodGet {
+				w.Header().Add("Allow", http.MethodHead)
+			}
 		}
 	}
-	writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed here")
+	w.Header().Add("Allow", http.MethodOptions)
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeError(w, http.StatusMethodNotAllowed, "method "+methodLabel(r.Method)+" is not allowed here")
+}
+
+// closeWhenDraining asks clients to close their connections once shutdown has begun
+// ("Connection: close" after each answer), so that they reconnect elsewhere before the
+// listener closes, instead of losing a request sent on a connection that is closing.
+func (a *handler) closeWhenDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-a.drain:
+			w.Header().Set("Connection", "close")
+		default:
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// methodLabel is the method as metrics and logs may show it: a standard method, or "other",
+// so that made-up methods never become new label values or fill logs.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// routeLabel is the request's chi route pattern, or "unmatched".
+func routeLabel(r *http.Request) string {
+	if p := chi.RouteContext(r.Context()).RoutePattern(); p != "" {
+		return p
+	}
+	return "unmatched"
 }
 
 // recoverer turns a panic into a 500 with a JSON body and a log line, instead of a dropped
@@ -239,7 +314,7 @@ func (a *handler) observed(next http.Handler) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
-			a.observe(chi.RouteContext(r.Context()).RoutePattern(), r.Method, code, time.Since(start))
+			a.observe(routeLabel(r), methodLabel(r.Method), code, time.Since(start))
 		}()
 		next.ServeHTTP(rec, r)
 	})

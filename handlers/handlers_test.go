@@ -3,13 +3,17 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,10 +236,27 @@ func TestBatchBadRequests(t *testing.T) {
 		{"long key", "application/json", `{"contextKeys": ["` + strings.Repeat("a", 21) + `"]}`, 400, "contextKeys[0]: context key is longer than 20 bytes"},
 		{"bad hash", "application/json", `{"contextHashes": ["YWJj", "a b"]}`, 400, "contextHashes[1]: "},
 		{"invalid UTF-8", "application/json", "{\"contextKeys\": [\"\xff\"]}", 400, "not valid UTF-8"},
+		{"lone high surrogate", "application/json", `{"contextKeys": ["\ud800"]}`, 400, "lone UTF-16 surrogate"},
+		{"lone low surrogate", "application/json", `{"contextKeys": ["a\udc00"]}`, 400, "lone UTF-16 surrogate"},
+		{"surrogate pair is fine", "application/json", `{"contextKeys": ["\ud83c\udf89"]}`, 200, ""},
+		{"null body", "application/json", `null`, 400, "must be a JSON object"},
+		{"null keys", "application/json", `{"contextKeys": null}`, 400, "contextKeys must be an array of strings"},
+		{"field twice", "application/json", `{"contextKeys": ["a"], "contextKeys": ["b"]}`, 400, `field "contextKeys" appears twice`},
+		{"field in another case", "application/json", `{"ContextKeys": ["a"]}`, 400, `unknown field "ContextKeys"`},
+		{"compressed body", "application/json", "gzip:{}", 415, "Content-Encoding must be identity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := post(t, srv.URL+"/memberships", tt.contentType, tt.body)
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/memberships", strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				req.Header.Set("Content-Type", tt.contentType)
+			}
+			if rest, ok := strings.CutPrefix(tt.body, "gzip:"); ok {
+				req, _ = http.NewRequest(http.MethodPost, srv.URL+"/memberships", strings.NewReader(rest))
+				req.Header.Set("Content-Type", tt.contentType)
+				req.Header.Set("Content-Encoding", "gzip")
+			}
+			resp, body := apitest.Do(t, nil, req)
 			msg := apitest.Decode[map[string]any](t, body)["error"]
 			if resp.StatusCode != tt.code || tt.code != 200 && !strings.Contains(msg.(string), tt.want) {
 				t.Fatalf("%d %s, want %d containing %q", resp.StatusCode, body, tt.code, tt.want)
@@ -285,7 +306,7 @@ func TestStoreErrors(t *testing.T) {
 }
 
 func TestUnavailableStoreButSuccessfulRead(t *testing.T) {
-	srv := newServer(t, failingStore{metaErr: errors.New("metadata unreadable")})
+	srv := newServer(t, failingStore{metaErr: fmt.Errorf("%w: not a number", segments.ErrInvalidMetadata)})
 	resp, body := get(t, srv.URL+"/memberships/alice")
 	got := apitest.Decode[lookup](t, body)
 	if resp.StatusCode != http.StatusOK || got.Status != "STORE_ERROR" || got.Memberships == nil || got.Error != "" {
@@ -306,8 +327,8 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 	}
 	allow := resp.Header.Values("Allow")
 	sort.Strings(allow)
-	if !slices.Equal(allow, []string{"GET", "POST"}) {
-		t.Errorf("Allow = %q, want GET and POST", allow)
+	if !slices.Equal(allow, []string{"GET", "HEAD", "OPTIONS", "POST"}) {
+		t.Errorf("Allow = %q, want GET, HEAD, OPTIONS and POST", allow)
 	}
 }
 
@@ -368,5 +389,143 @@ func TestStorePanicInBatchIsAnError(t *testing.T) {
 	results := apitest.Decode[struct{ Results []lookup }](t, body).Results
 	if resp.StatusCode != 200 || len(results) != 2 || results[0].Status != "STORE_ERROR" || results[1].Error == "" {
 		t.Errorf("%d %s, want 200 with a STORE_ERROR per lookup", resp.StatusCode, body)
+	}
+}
+
+// Every GET route answers HEAD with the GET answer's status and headers and no body (load
+// balancers probe with HEAD); OPTIONS answers 204 with Allow; unknown methods stay 405.
+func TestHeadAndOptions(t *testing.T) {
+	srv := newServer(t, memoryStore(t, map[string]memory.Context{"alice": {Included: []string{"a.g1"}}}),
+		handlers.WithStoreName("memory"), handlers.WithMetrics(http.NotFoundHandler()))
+	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
+		"/status", "/status/stream", "/livez", "/healthz", "/readyz", "/openapi.yaml"} {
+		getResp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		getResp.Body.Close()
+		req, _ := http.NewRequest(http.MethodHead, srv.URL+path, nil)
+		resp, body := apitest.Do(t, nil, req)
+		if resp.StatusCode != getResp.StatusCode || len(body) != 0 ||
+			resp.Header.Get("Content-Type") != getResp.Header.Get("Content-Type") {
+			t.Errorf("HEAD %s: %d %q %v, want GET's %d %v and no body", path, resp.StatusCode, body, resp.Header, getResp.StatusCode, getResp.Header)
+		}
+	}
+	tests := []struct {
+		path  string
+		allow []string
+	}{
+		{"/memberships", []string{"GET", "HEAD", "OPTIONS", "POST"}},
+		{"/memberships/alice", []string{"GET", "HEAD", "OPTIONS"}},
+		{"/readyz", []string{"GET", "HEAD", "OPTIONS"}},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(http.MethodOptions, srv.URL+tt.path, nil)
+		resp, body := apitest.Do(t, nil, req)
+		allow := resp.Header.Values("Allow")
+		sort.Strings(allow)
+		if resp.StatusCode != http.StatusNoContent || len(body) != 0 || !slices.Equal(allow, tt.allow) {
+			t.Errorf("OPTIONS %s: %d %q Allow %q, want 204 with Allow %q", tt.path, resp.StatusCode, body, allow, tt.allow)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/nope", nil)
+	if resp, _ := apitest.Do(t, nil, req); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("OPTIONS on an unknown path: %d, want 404", resp.StatusCode)
+	}
+}
+
+// Answers are personal data (lookups) or change from one moment to the next (status, probes):
+// none may be cached by a proxy or client.
+func TestNoStore(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil), handlers.WithStoreName("memory"))
+	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
+		"/memberships/", "/status", "/livez", "/healthz", "/readyz", "/nope"} {
+		resp, _ := get(t, srv.URL+path)
+		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("GET %s: Cache-Control %q, want no-store", path, got)
+		}
+	}
+	resp, _ := post(t, srv.URL+"/memberships", "application/json", `{"contextKeys":["alice"]}`)
+	if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("POST /memberships: Cache-Control %q, want no-store", got)
+	}
+}
+
+// manyRefsStore answers every context with the same membership of n refs.
+type manyRefsStore struct{ m segments.Membership }
+
+func newManyRefsStore(n int) manyRefsStore {
+	refs := make([]string, n)
+	for i := range refs {
+		refs[i] = "segment-" + strconv.Itoa(i) + ".g1"
+	}
+	return manyRefsStore{segments.NewMembership(refs, nil)}
+}
+
+func (s manyRefsStore) Memberships(_ context.Context, hashes []string) []segments.Read {
+	reads := make([]segments.Read, len(hashes))
+	for i := range reads {
+		reads[i].Membership = s.m
+	}
+	return reads
+}
+
+func (manyRefsStore) Metadata(context.Context) (segments.Metadata, error) {
+	return segments.Metadata{LastSynchronized: time.Now()}, nil
+}
+
+// A small batch must not make a huge answer: a context with many refs asked for many times is
+// refused once the answer would pass the limit of refs, and an answer under it is streamed
+// whole, however large.
+func TestBatchAnswerBound(t *testing.T) {
+	srv := newServer(t, newManyRefsStore(10_000), handlers.WithMaxBatchRefs(50_000))
+	body := func(n int) string {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = `"alice"`
+		}
+		return `{"contextKeys":[` + strings.Join(keys, ",") + `]}`
+	}
+	resp, b := post(t, srv.URL+"/memberships", "application/json", body(6))
+	if msg := apitest.Decode[map[string]string](t, b)["error"]; resp.StatusCode != 400 || !strings.Contains(msg, "60000 segment refs, over the limit of 50000") {
+		t.Errorf("6 x 10,000 refs: %d %s, want 400 over the limit", resp.StatusCode, b)
+	}
+	resp, b = post(t, srv.URL+"/memberships", "application/json", body(5))
+	results := apitest.Decode[struct{ Results []lookup }](t, b).Results
+	if resp.StatusCode != 200 || len(results) != 5 || len(results[4].Memberships) != 10_000 {
+		t.Fatalf("5 x 10,000 refs: %d, %d results", resp.StatusCode, len(results))
+	}
+	if resp.ContentLength != -1 || len(resp.TransferEncoding) == 0 {
+		t.Errorf("a %d-byte answer was not streamed: Content-Length %d, Transfer-Encoding %v", len(b), resp.ContentLength, resp.TransferEncoding)
+	}
+}
+
+// Metric and log labels come from fixed sets whatever methods clients make up.
+func TestRequestLabelsAreBounded(t *testing.T) {
+	var mu sync.Mutex
+	routes, methods := map[string]bool{}, map[string]bool{}
+	srv := newServer(t, memoryStore(t, nil), handlers.WithRequestObserver(func(route, method string, _ int, _ time.Duration) {
+		mu.Lock()
+		routes[route], methods[method] = true, true
+		mu.Unlock()
+	}))
+	for i := range 50 {
+		for _, path := range []string{"/memberships/alice", "/nope-" + strconv.Itoa(i)} {
+			req, _ := http.NewRequest("X"+strconv.Itoa(i)+strings.Repeat("M", i*100), srv.URL+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	get(t, srv.URL+"/memberships/alice")
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[string]bool{"other": true, "GET": true}; !maps.Equal(methods, want) {
+		t.Errorf("method labels %v, want %v", slices.Sorted(maps.Keys(methods)), slices.Sorted(maps.Keys(want)))
+	}
+	if want := map[string]bool{"/memberships/{contextKey}": true, "unmatched": true}; !maps.Equal(routes, want) {
+		t.Errorf("route labels %v, want %v", slices.Sorted(maps.Keys(routes)), slices.Sorted(maps.Keys(want)))
 	}
 }

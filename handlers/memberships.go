@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,14 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/bigseg/bigseg/internal/strictjson"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -26,7 +28,12 @@ func (a *handler) getMembership() http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		a.writeLookup(w, r, false, key, a.svc.Lookup(r.Context(), key))
+		release, ok := a.admit(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		writeLookup(w, false, key, a.svc.Lookup(r.Context(), key))
 	}
 }
 
@@ -79,7 +86,12 @@ func (a *handler) getMembershipByHash() http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		a.writeLookup(w, r, true, "", a.svc.LookupHash(r.Context(), hash))
+		release, ok := a.admit(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		writeLookup(w, true, "", a.svc.LookupHash(r.Context(), hash))
 	}
 }
 
@@ -90,34 +102,27 @@ func normalizeHash(h string) (string, error) {
 	return h, segments.ValidateHash(h)
 }
 
-// writeLookup writes one lookup's response: 200, or 503 when the read failed.
-func (a *handler) writeLookup(w http.ResponseWriter, r *http.Request, byHash bool, key string, res segments.Result) {
+// writeLookup writes one lookup's response: 200, or 503 when the read failed (the service
+// has logged why).
+func writeLookup(w http.ResponseWriter, byHash bool, key string, res segments.Result) {
 	code := http.StatusOK
 	if res.Err != nil {
 		code = http.StatusServiceUnavailable
-		a.logReadError(r.Context(), res)
 	}
-	writeBody(w, code, func(b []byte) []byte { return appendResult(b, byHash, key, res) })
-}
-
-// logReadError logs a failed read by hash, never by key (keys are personal data). A read the
-// caller abandoned is not the store's fault and is logged at debug only.
-func (a *handler) logReadError(ctx context.Context, res segments.Result) {
-	if ctx.Err() != nil {
-		a.log.Debug("lookup abandoned by caller", "contextHash", res.ContextHash, "err", res.Err)
-		return
-	}
-	a.log.Warn("membership read failed", "contextHash", res.ContextHash, "err", res.Err)
+	e := newEncoder(w, code)
+	e.result(byHash, key, res)
+	e.close()
 }
 
 // batchRequest is the body of POST /memberships.
 type batchRequest struct {
-	ContextKeys   []string `json:"contextKeys"`
-	ContextHashes []string `json:"contextHashes"`
+	ContextKeys   []string
+	ContextHashes []string
 }
 
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
-// then hashes), with all cache misses read in one store call.
+// then hashes), with all cache misses read in one store call. The body is read and checked
+// before the request takes a lookup slot.
 func (a *handler) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		req, code, err := a.decodeBatch(w, r)
@@ -125,61 +130,103 @@ func (a *handler) postMemberships() http.HandlerFunc {
 			writeError(w, code, err.Error())
 			return
 		}
-		queries := make([]segments.Query, 0, len(req.ContextKeys)+len(req.ContextHashes))
-		for i, k := range req.ContextKeys {
-			if err := a.validKey(k); err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("contextKeys[%d]: %v", i, err))
-				return
-			}
-			queries = append(queries, segments.Query{Key: k})
+		hashes, err := a.batchHashes(req)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
 		}
-		for i, h := range req.ContextHashes {
-			if err := segments.ValidateHash(h); err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("contextHashes[%d]: %v", i, err))
-				return
-			}
-			queries = append(queries, segments.Query{Hash: h})
+		release, ok := a.admit(w, r)
+		if !ok {
+			return
 		}
-		results := a.svc.LookupBatch(r.Context(), queries)
-		for _, res := range results {
-			if res.Err != nil {
-				a.logReadError(r.Context(), res)
-				break // one line per batch: the causes are the same read's
-			}
+		defer release()
+		results := a.svc.LookupBatch(r.Context(), hashes)
+		if refs := countRefs(results); refs > a.maxBatchRefs {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(
+				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, a.maxBatchRefs))
+			return
 		}
-		writeBody(w, http.StatusOK, func(b []byte) []byte {
-			b = append(b, `{"results":[`...)
-			for i, res := range results {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendResult(b, queries[i].Key == "", queries[i].Key, res)
+		e := newEncoder(w, http.StatusOK)
+		e.raw(`{"results":[`)
+		for i, res := range results {
+			if i > 0 {
+				e.raw(",")
 			}
-			return append(b, "]}"...)
-		})
+			byHash := i >= len(req.ContextKeys)
+			key := ""
+			if !byHash {
+				key = req.ContextKeys[i]
+			}
+			e.result(byHash, key, res)
+			e.flushIfFull()
+		}
+		e.raw("]}")
+		e.close()
 	}
 }
 
-// decodeBatch reads and checks a batch request, returning the status code for its error.
+// batchHashes checks a batch's keys and hashes and returns the hashes to look up, keys first.
+func (a *handler) batchHashes(req batchRequest) ([]string, error) {
+	hashes := make([]string, 0, len(req.ContextKeys)+len(req.ContextHashes))
+	for i, k := range req.ContextKeys {
+		if err := a.validKey(k); err != nil {
+			return nil, fmt.Errorf("contextKeys[%d]: %v", i, err)
+		}
+		hashes = append(hashes, segments.Hash(k))
+	}
+	for i, h := range req.ContextHashes {
+		if err := segments.ValidateHash(h); err != nil {
+			return nil, fmt.Errorf("contextHashes[%d]: %v", i, err)
+		}
+		hashes = append(hashes, h)
+	}
+	return hashes, nil
+}
+
+func countRefs(results []segments.Result) int {
+	n := 0
+	for _, r := range results {
+		n += r.Membership.Len()
+	}
+	return n
+}
+
+// decodeBatch reads and checks a batch request, returning the status code for its error. The
+// body must arrive within the body read timeout, whatever the server's own timeouts are.
 func (a *handler) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequest, int, error) {
 	var req batchRequest
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return req, http.StatusUnsupportedMediaType, errors.New("Content-Encoding must be identity: compressed bodies are not accepted")
+	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return req, http.StatusUnsupportedMediaType, errors.New("Content-Type must be application/json")
 	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(a.bodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes", a.maxBodyBytes)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return req, http.StatusRequestTimeout, fmt.Errorf("request body did not arrive within %v", a.bodyReadTimeout)
 		}
 		return req, http.StatusBadRequest, errors.New("request body could not be read")
 	}
-	if !utf8.Valid(body) {
-		return req, http.StatusBadRequest, errors.New("request body is not valid UTF-8")
+	if err := strictjson.CheckText(body); err != nil {
+		return req, http.StatusBadRequest, fmt.Errorf("request body is not valid UTF-8 text: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err = strictjson.Object(dec, func(name string) error {
+		switch name {
+		case "contextKeys":
+			return decodeStrings(dec, name, &req.ContextKeys)
+		case "contextHashes":
+			return decodeStrings(dec, name, &req.ContextHashes)
+		}
+		return fmt.Errorf("unknown field %q: want contextKeys and/or contextHashes", name)
+	})
+	if err != nil {
 		return req, http.StatusBadRequest, jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -191,10 +238,27 @@ func (a *handler) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequ
 	return req, 0, nil
 }
 
+// errNotStrings is the error of a batch field that is not an array of strings.
+type errNotStrings struct{ field string }
+
+func (e errNotStrings) Error() string { return e.field + " must be an array of strings" }
+
+// decodeStrings decodes the value of field, which must be an array of strings (not null).
+func decodeStrings(dec *json.Decoder, field string, dst *[]string) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	if string(raw) == "null" || json.Unmarshal(raw, dst) != nil {
+		return errNotStrings{field}
+	}
+	return nil
+}
+
 // jsonError says what is wrong with a request body in the caller's terms.
 func jsonError(err error) error {
 	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	var notStrings errNotStrings
 	switch {
 	case errors.Is(err, io.EOF):
 		return errors.New(`request body is empty: want {"contextKeys": [...]} and/or {"contextHashes": [...]}`)
@@ -202,14 +266,10 @@ func jsonError(err error) error {
 		return errors.New("request body is truncated JSON")
 	case errors.As(err, &syn):
 		return fmt.Errorf("request body is not valid JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return errors.New(`request body must be a JSON object: {"contextKeys": [...], "contextHashes": [...]}`)
-		}
-		return fmt.Errorf("%s must be an array of strings", strings.SplitN(typ.Field, ".", 2)[0])
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("unknown field %s: want contextKeys and/or contextHashes", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	default:
-		return errors.New("request body is not a valid batch request")
+	case errors.Is(err, strictjson.ErrNotObject):
+		return errors.New(`request body must be a JSON object: {"contextKeys": [...], "contextHashes": [...]}`)
+	case errors.As(err, &notStrings):
+		return notStrings
 	}
+	return err // unknown or repeated fields: already in the caller's terms
 }

@@ -15,11 +15,16 @@ func TestShedderBounds(t *testing.T) {
 	a := &handler{shedder: newShedder(2, time.Hour)}
 	release := make(chan struct{})
 	var inside atomic.Int64
-	h := a.shed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done, ok := a.admit(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 		inside.Add(1)
 		<-release
 		w.WriteHeader(http.StatusOK)
-	}))
+	})
 	serve := func() int {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/memberships/x", nil))

@@ -52,9 +52,20 @@ func (a *handler) getStatus() http.HandlerFunc {
 
 // getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
 // then one event per change of available or stale, and a comment every heartbeat. It ends
-// when the client goes or the server stops (WithStop).
+// when the client goes or the server stops (WithStop). At most WithMaxStreams are open at once.
 func (a *handler) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		if r.Method == http.MethodHead {
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			return
+		}
+		release, ok := a.openStream(w)
+		if !ok {
+			return
+		}
+		defer release()
 		rc := http.NewResponseController(w)
 		// The server's write timeout is for ordinary responses; a stream lives on.
 		if err := rc.SetWriteDeadline(time.Time{}); err != nil {
@@ -64,7 +75,6 @@ func (a *handler) getStatusStream() http.HandlerFunc {
 		changes, cancel := a.svc.Subscribe() // before reading the current status: no change lost
 		defer cancel()
 
-		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")

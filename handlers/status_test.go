@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,42 +157,71 @@ type events struct {
 
 func openStream(t *testing.T, url string) *events {
 	t.Helper()
+	return openStreamWith(t, http.DefaultClient, url)
+}
+
+func openStreamWith(t *testing.T, client *http.Client, url string) *events {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { resp.Body.Close() })
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" ||
 		resp.Header.Get("X-Accel-Buffering") != "no" || resp.Header.Get("Cache-Control") != "no-cache" {
 		t.Fatalf("stream: %d %v", resp.StatusCode, resp.Header)
 	}
-	e := &events{resp: resp, data: make(chan string, 100), closed: make(chan struct{})}
+	// Unbuffered: a test that does not read leaves the events in the connection, where the
+	// server sees them pile up.
+	e := &events{resp: resp, data: make(chan string), closed: make(chan struct{})}
+	stop := make(chan struct{})
+	send := func(d string) bool {
+		select {
+		case e.data <- d:
+			return true
+		case <-stop:
+			return false
+		}
+	}
 	go func() {
 		defer close(e.closed)
 		sc := bufio.NewScanner(resp.Body)
 		event := ""
-		for sc.Scan() {
+		for ok := true; ok && sc.Scan(); {
 			line := sc.Text()
 			switch {
 			case strings.HasPrefix(line, ":"):
-				e.data <- line
+				ok = send(line)
 			case strings.HasPrefix(line, "event: "):
 				event = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: "):
 				if event != "status" {
-					e.data <- "unexpected event " + event
+					ok = send("unexpected event " + event)
 				}
-				e.data <- strings.TrimPrefix(line, "data: ")
+				ok = ok && send(strings.TrimPrefix(line, "data: "))
 			}
 		}
 	}()
-	t.Cleanup(func() { resp.Body.Close() })
+	t.Cleanup(func() { close(stop); resp.Body.Close(); <-e.closed })
 	return e
 }
 
 // next returns the next status event, skipping heartbeats, or fails after 10s.
 func (e *events) next(t *testing.T) statusJSON {
 	t.Helper()
+	st, ok := e.nextWithin(t, 10*time.Second)
+	if !ok {
+		t.Fatal("no status event in 10s")
+	}
+	return st
+}
+
+// nextWithin returns the next status event, skipping heartbeats, or false if none comes
+// within d.
+func (e *events) nextWithin(t *testing.T, d time.Duration) (statusJSON, bool) {
+	t.Helper()
+	timeout := time.After(d)
 	for {
 		select {
 		case d := <-e.data:
@@ -202,9 +233,9 @@ func (e *events) next(t *testing.T) statusJSON {
 			if err := json.Unmarshal([]byte(d), &st); err != nil {
 				t.Fatalf("event data %q: %v", d, err)
 			}
-			return st
-		case <-time.After(10 * time.Second):
-			t.Fatal("no status event in 10s")
+			return st, true
+		case <-timeout:
+			return statusJSON{}, false
 		}
 	}
 }
@@ -254,16 +285,16 @@ func TestStatusStreamManySubscribers(t *testing.T) {
 	store.set(time.Now(), nil)
 	svc.Poll(ctx)
 
-	const n = 50
+	const n, changes = 10, 2000
 	streams := make([]*events, n)
 	for i := range streams {
 		streams[i] = openStream(t, srv.URL+"/status/stream")
 		streams[i].next(t)
 	}
-	// A subscriber that reads nothing must not hold up the others or the poller.
-	stuck := openStream(t, srv.URL+"/status/stream")
-	_ = stuck
-	for i := range 20 {
+	// A subscriber that reads nothing, with a tiny receive buffer, so that the server's writes
+	// to it block: it must not hold up the others or the poller.
+	stuck := stuckStream(t, srv.URL+"/status/stream")
+	for i := range changes {
 		if i%2 == 0 {
 			store.set(time.Time{}, errors.New("down"))
 		} else {
@@ -276,6 +307,37 @@ func TestStatusStreamManySubscribers(t *testing.T) {
 			}
 		}
 	}
+	// Now read the stuck stream: it fell behind (else this test tests nothing), lost changes
+	// on the way, and still ends with the latest.
+	got, last := 0, statusJSON{}
+	for got < changes+1 {
+		st, ok := stuck.nextWithin(t, time.Second)
+		if !ok {
+			break
+		}
+		got, last = got+1, st
+	}
+	if got >= changes+1 {
+		t.Fatalf("the stuck subscriber got all %d events: its writes never blocked, so this test proves nothing", got)
+	}
+	if !last.Available {
+		t.Errorf("the stuck subscriber's last event %+v, want the latest (available)", last)
+	}
+	t.Logf("the stuck subscriber got %d of %d events", got, changes+1)
+}
+
+// stuckStream opens a stream over a connection whose receive buffer is as small as the kernel
+// allows, and reads nothing from it until the test asks.
+func stuckStream(t *testing.T, url string) *events {
+	t.Helper()
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
+		return errors.Join(cerr, err)
+	}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	t.Cleanup(client.CloseIdleConnections)
+	return openStreamWith(t, client, url)
 }
 
 func TestStreamIsInSpec(t *testing.T) {
@@ -334,5 +396,54 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no heartbeat in 5s")
 		}
+	}
+}
+
+// Status streams hold connections open: at most WithMaxStreams at once (beyond, a JSON 503
+// with Retry-After, at once), and with tokens configured only for clients with one.
+func TestStatusStreamLimits(t *testing.T) {
+	svc := segments.New(&switchStore{})
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithMaxStreams(3)))
+	t.Cleanup(srv.Close)
+	for range 3 {
+		openStream(t, srv.URL+"/status/stream").next(t)
+	}
+	resp, body := get(t, srv.URL+"/status/stream")
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "too many status streams") {
+		t.Errorf("a fourth stream: %d %v %s, want a JSON 503 with Retry-After", resp.StatusCode, resp.Header, body)
+	}
+
+	authed := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithAPITokens([]string{"tok"})))
+	t.Cleanup(authed.Close)
+	if resp, body := get(t, authed.URL+"/status/stream"); resp.StatusCode != 401 {
+		t.Errorf("a stream without a token: %d %s, want 401", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, authed.URL+"/status/stream", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("a stream with a token: %d", resp.StatusCode)
+	}
+	if resp, body := get(t, authed.URL+"/status"); resp.StatusCode != 200 {
+		t.Errorf("/status with tokens on: %d %s, want it open", resp.StatusCode, body)
+	}
+}
+
+// Before the first poll, the status says what is known: nothing; never synchronized is stale.
+func TestStatusBeforeFirstPoll(t *testing.T) {
+	svc := segments.New(&switchStore{})
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory")))
+	t.Cleanup(srv.Close)
+	st := openStream(t, srv.URL+"/status/stream").next(t)
+	if st.Available || !st.Stale || st.CheckedAt != nil || st.LastSynchronizedOn != 0 {
+		t.Errorf("first event before any poll: %+v, want unavailable, stale, never checked", st)
+	}
+	_, body := get(t, srv.URL+"/status")
+	if got := apitest.Decode[statusJSON](t, body); got != st {
+		t.Errorf("/status before any poll: %+v, want the same as the stream's %+v", got, st)
 	}
 }

@@ -171,10 +171,11 @@ type routeSeries struct {
 }
 
 // ObserveRequest records one answered HTTP request; it has the signature of
-// handlers.RequestObserver. A request that matched no route is labelled route="none".
+// handlers.RequestObserver, which gives labels from fixed sets. A request that matched no
+// route is labelled route="unmatched".
 func (m *Metrics) ObserveRequest(route, method string, code int, d time.Duration) {
 	if route == "" {
-		route = "none"
+		route = "unmatched"
 	}
 	v, ok := m.http.Load(routeKey{route, method})
 	if !ok {

@@ -91,7 +91,7 @@ bigseg_membership_lookups_total{source="store",status="STORE_ERROR"} 1
 # HELP bigseg_http_requests_total HTTP requests, by chi route pattern, method and status code.
 # TYPE bigseg_http_requests_total counter
 bigseg_http_requests_total{code="200",method="GET",route="/memberships/{contextKey}"} 2
-bigseg_http_requests_total{code="404",method="GET",route="none"} 1
+bigseg_http_requests_total{code="404",method="GET",route="unmatched"} 1
 # HELP bigseg_cache_entries Memberships in the cache, including expired ones not yet purged.
 # TYPE bigseg_cache_entries gauge
 bigseg_cache_entries 42

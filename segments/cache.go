@@ -1,107 +1,110 @@
 package segments
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	gocache "github.com/patrickmn/go-cache"
 )
 
-// cache holds recent memberships, by context key for key lookups and by hash for hash
-// lookups (a key lookup that hits never hashes).
+// cache holds recent memberships by context hash, "no membership" included, with a bound on
+// entries and a TTL.
 //
-// go-cache has no size limit of its own. This one enforces a bound on admission: while the two
-// maps together hold max entries, new entries are not stored (the lookup is still answered
-// from the store) until purge removes expired ones. Service.Run purges every TTL, so an entry
-// lives at most about two TTLs and a full cache frees up within one TTL. Refusing admission
-// instead of evicting keeps every operation O(1) and never lets a burst of one-off keys push
-// out the hot ones.
+// go-cache has no size limit of its own, so the bound is kept by generations: new entries go
+// into the young generation (one go-cache); when it holds half the bound, it becomes the old
+// generation and the previous old one is dropped whole. A hit in the old generation is copied
+// into the young one. So a context looked up at least once per half-bound of new entries stays
+// cached until its TTL, whatever else passes through: a burst of one-off contexts only pushes
+// out contexts that nobody asked for meanwhile. Every operation is O(1): no scan, no purge.
 //
-// Expiry decisions use the injected clock; go-cache's own expiration (on the real clock, with
-// the same TTL) is only used to purge.
+// Expiry is decided on the injected clock when an entry is read; go-cache's own expiration is
+// not used. Expired entries take room until their generation is dropped, which the bound
+// already counts.
 type cache struct {
-	keys   *gocache.Cache
-	hashes *gocache.Cache
-	max    int
-	ttl    time.Duration
-	now    func() time.Time
+	half int // entries per generation
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu   sync.Mutex // serializes rotations
+	gens atomic.Pointer[generations]
 }
 
-// cacheEntry is one cached answer. Entries cached by key keep the key's hash, which every
-// response carries, so that a hit by key never hashes.
+type generations struct{ young, old *gocache.Cache }
+
 type cacheEntry struct {
 	m       Membership
-	hash    string
 	expires int64 // unix nanoseconds on the injected clock
 }
 
-// newCache returns nil, a disabled cache, when size or ttl is not positive.
+// newCache returns nil, a disabled cache, when size or ttl is not positive. It holds at most
+// size entries (at least two).
 func newCache(size int, ttl time.Duration, now func() time.Time) *cache {
 	if size <= 0 || ttl <= 0 {
 		return nil
 	}
-	return &cache{
-		keys:   gocache.New(ttl, 0),
-		hashes: gocache.New(ttl, 0),
-		max:    size,
-		ttl:    ttl,
-		now:    now,
-	}
+	c := &cache{half: max(size/2, 1), ttl: ttl, now: now}
+	c.clear()
+	return c
 }
 
-func (c *cache) store(byHash bool) *gocache.Cache {
-	if byHash {
-		return c.hashes
-	}
-	return c.keys
-}
+func newGeneration() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
 
-// get returns the membership cached for k and the context's hash.
-func (c *cache) get(byHash bool, k string) (m Membership, hash string, ok bool) {
+// get returns the membership cached for hash, if it has not expired.
+func (c *cache) get(hash string) (Membership, bool) {
 	if c == nil {
-		return Membership{}, "", false
+		return Membership{}, false
 	}
-	v, ok := c.store(byHash).Get(k)
+	g := c.gens.Load()
+	v, ok := g.young.Get(hash)
+	promote := false
 	if !ok {
-		return Membership{}, "", false
+		if v, ok = g.old.Get(hash); !ok {
+			return Membership{}, false
+		}
+		promote = true
 	}
-	e := v.(*cacheEntry)
+	e := v.(cacheEntry)
 	if c.now().UnixNano() >= e.expires {
-		return Membership{}, "", false
+		return Membership{}, false
 	}
-	if byHash {
-		return e.m, k, true
+	if promote {
+		c.put(g, hash, e)
 	}
-	return e.m, e.hash, true
+	return e.m, true
 }
 
-// set caches m for k; hash is the context's hash, kept only for entries by key.
-func (c *cache) set(byHash bool, k, hash string, m Membership) {
+// set caches m for hash for one TTL.
+func (c *cache) set(hash string, m Membership) {
 	if c == nil {
 		return
 	}
-	if c.len() >= c.max {
-		return
-	}
-	e := &cacheEntry{m: m, expires: c.now().Add(c.ttl).UnixNano()}
-	if !byHash {
-		e.hash = hash
-	}
-	c.store(byHash).Set(k, e, gocache.DefaultExpiration)
+	c.put(c.gens.Load(), hash, cacheEntry{m: m, expires: c.now().Add(c.ttl).UnixNano()})
 }
 
-// len counts entries, including expired ones not yet purged: they take memory too.
+func (c *cache) put(g *generations, hash string, e cacheEntry) {
+	g.young.Set(hash, e, gocache.DefaultExpiration)
+	if g.young.ItemCount() < c.half {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gens.Load() == g { // not rotated meanwhile by another caller
+		c.gens.Store(&generations{young: newGeneration(), old: g.young})
+	}
+}
+
+// clear drops every entry at once.
+func (c *cache) clear() {
+	c.gens.Store(&generations{young: newGeneration(), old: newGeneration()})
+}
+
+// len counts entries, expired ones included: they take memory too. An entry promoted from the
+// old generation counts twice until that generation is dropped.
 func (c *cache) len() int {
 	if c == nil {
 		return 0
 	}
-	return c.keys.ItemCount() + c.hashes.ItemCount()
-}
-
-// purge drops entries expired on the real clock.
-func (c *cache) purge() {
-	if c == nil {
-		return
-	}
-	c.keys.DeleteExpired()
-	c.hashes.DeleteExpired()
+	g := c.gens.Load()
+	return g.young.ItemCount() + g.old.ItemCount()
 }

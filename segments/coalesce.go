@@ -1,9 +1,6 @@
 package segments
 
-import (
-	"context"
-	"sync"
-)
+import "sync"
 
 // Defaults for coalescing store reads.
 const (
@@ -29,10 +26,10 @@ const (
 // queue is empty. Run stops the parked readers and waits for every reader before it returns.
 //
 // Reads run on a context detached from the callers (one caller giving up must not fail the
-// others); the store's own timeouts bound them. A caller stops waiting when its own context
+// others), bounded by the service's lookup timeout. A caller stops waiting when its own context
 // ends; the read still completes and is delivered to whoever else waits.
 type coalescer struct {
-	read        func(ctx context.Context, hashes []string) []Read
+	read        func(hashes []string) []Read
 	maxInFlight int
 	maxBatch    int
 
@@ -53,7 +50,7 @@ type call struct {
 	err  error
 }
 
-func newCoalescer(read func(context.Context, []string) []Read, maxInFlight, maxBatch int) *coalescer {
+func newCoalescer(read func([]string) []Read, maxInFlight, maxBatch int) *coalescer {
 	c := &coalescer{
 		read:        read,
 		maxInFlight: max(maxInFlight, 1),
@@ -145,5 +142,5 @@ func (c *coalescer) readBatch(batch []*call) []Read {
 	for i, cl := range batch {
 		hashes[i] = cl.hash
 	}
-	return c.read(context.Background(), hashes)
+	return c.read(hashes)
 }

@@ -20,6 +20,9 @@ type fakeStore struct {
 	hashes    atomic.Int64 // hashes read
 	metaReads atomic.Int64
 	block     chan struct{} // when set, Memberships waits for it to close
+	metaBlock chan struct{} // when set, Metadata waits for it to close, then answers as at its call
+	inFlight  atomic.Int64  // Memberships calls running
+	maxFlight atomic.Int64  // the most ever running at once
 }
 
 func newFakeStore() *fakeStore {
@@ -47,6 +50,14 @@ func (f *fakeStore) setMeta(synced time.Time, err error) {
 func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
 	f.reads.Add(1)
 	f.hashes.Add(int64(len(hashes)))
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for {
+		m := f.maxFlight.Load()
+		if n <= m || f.maxFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	f.mu.Lock()
 	block := f.block
 	f.mu.Unlock()
@@ -69,8 +80,12 @@ func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
 func (f *fakeStore) Metadata(ctx context.Context) (Metadata, error) {
 	f.metaReads.Add(1)
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return Metadata{LastSynchronized: f.synced}, f.metaErr
+	md, err, block := Metadata{LastSynchronized: f.synced}, f.metaErr, f.metaBlock
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	return md, err
 }
 
 // clock is a settable time source.

@@ -3,9 +3,14 @@ package segments
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -101,49 +106,29 @@ func TestCache(t *testing.T) {
 			t.Errorf("store reads = %d, want 2", got)
 		}
 	})
-	t.Run("keys and hashes are cached apart", func(t *testing.T) {
-		s, _, _ := newTestService(t)
+	t.Run("keys and hashes share one entry", func(t *testing.T) {
+		s, store, _ := newTestService(t)
 		s.Lookup(ctx, "alice")
-		if r := s.LookupHash(ctx, Hash("alice")); r.Cached {
-			t.Error("hash lookup hit the entry cached by key")
-		}
 		if r := s.LookupHash(ctx, Hash("alice")); !r.Cached || r.ContextHash != Hash("alice") {
-			t.Errorf("second hash lookup: cached=%v hash=%q", r.Cached, r.ContextHash)
+			t.Errorf("hash lookup after a key lookup: cached=%v hash=%q", r.Cached, r.ContextHash)
+		}
+		if got := store.reads.Load(); got != 1 {
+			t.Errorf("store reads = %d, want 1", got)
 		}
 	})
 	t.Run("size bound", func(t *testing.T) {
-		s, store, _ := newTestService(t, WithCache(3, time.Hour))
-		for _, k := range []string{"a", "b", "c", "d"} {
-			s.Lookup(ctx, k)
-		}
-		if got := s.CacheLen(); got != 3 {
-			t.Fatalf("CacheLen = %d, want 3", got)
-		}
-		if r := s.Lookup(ctx, "d"); r.Cached {
-			t.Error("an entry beyond the bound was cached")
-		}
-		if r := s.Lookup(ctx, "a"); !r.Cached {
-			t.Error("an entry within the bound was dropped")
-		}
-		if got := store.reads.Load(); got != 5 {
-			t.Errorf("store reads = %d, want 5", got)
-		}
-	})
-	t.Run("a full cache admits again once expired entries are purged", func(t *testing.T) {
-		s, _, _ := newTestService(t, WithCache(2, time.Millisecond))
-		s.Lookup(ctx, "a")
-		s.Lookup(ctx, "b")
-		deadline := time.Now().Add(5 * time.Second)
-		for s.CacheLen() > 0 { // go-cache expires on the real clock
-			if time.Now().After(deadline) {
-				t.Fatalf("CacheLen = %d after purging for 5s", s.CacheLen())
+		s, _, _ := newTestService(t, WithCache(10, time.Hour))
+		for i := range 100 {
+			s.Lookup(ctx, strconv.Itoa(i))
+			if got := s.CacheLen(); got > 10 {
+				t.Fatalf("CacheLen = %d after %d lookups, over the bound of 10", got, i+1)
 			}
-			s.cache.purge()
-			time.Sleep(time.Millisecond)
 		}
-		s.Lookup(ctx, "c")
-		if got := s.CacheLen(); got != 1 {
-			t.Errorf("CacheLen = %d after purge and one lookup, want 1", got)
+		if r := s.Lookup(ctx, "99"); !r.Cached {
+			t.Error("the latest entry was not cached")
+		}
+		if r := s.Lookup(ctx, "0"); r.Cached {
+			t.Error("the oldest of 100 entries is still cached in a cache of 10")
 		}
 	})
 	t.Run("off", func(t *testing.T) {
@@ -222,8 +207,8 @@ func TestLookupBatch(t *testing.T) {
 	s.Lookup(ctx, "bob") // cached by key
 	readsBefore := store.reads.Load()
 
-	queries := []Query{{Key: "alice"}, {Key: "bob"}, {Hash: Hash("alice")}, {Key: "nobody"}, {Key: "alice"}, {Key: "broken"}}
-	results := s.LookupBatch(ctx, queries)
+	hashes := []string{Hash("alice"), Hash("bob"), Hash("alice"), Hash("nobody"), Hash("alice"), Hash("broken")}
+	results := s.LookupBatch(ctx, hashes)
 	type got struct {
 		Hash   string
 		Refs   map[string]bool
@@ -268,13 +253,16 @@ func TestStatus(t *testing.T) {
 		wantAvail bool
 		wantStale bool
 		wantLook  LookupStatus
+		wantErr   error
 	}{
 		{name: "fresh", synced: time.Second, wantAvail: true, wantLook: Healthy},
 		{name: "just under staleAfter", synced: staleAfter - time.Millisecond, wantAvail: true, wantLook: Healthy},
 		{name: "at staleAfter", synced: staleAfter, wantAvail: true, wantStale: true, wantLook: Stale},
 		{name: "never synchronized", wantAvail: true, wantStale: true, wantLook: Stale},
 		{name: "in the future", synced: time.Hour, future: true, wantAvail: true, wantLook: Healthy},
-		{name: "unavailable", synced: time.Second, metaErr: errBoom, wantStale: true, wantLook: StoreError},
+		{name: "unavailable: invalid metadata", synced: time.Second, metaErr: fmt.Errorf("%w: %w", ErrInvalidMetadata, errBoom),
+			wantStale: true, wantLook: StoreError},
+		{name: "unreachable", synced: time.Second, metaErr: errBoom, wantStale: true, wantLook: StoreError, wantErr: ErrStoreUnreachable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,8 +279,8 @@ func TestStatus(t *testing.T) {
 			if st.Available != tt.wantAvail || st.Stale != tt.wantStale {
 				t.Errorf("status = available %v stale %v, want %v %v", st.Available, st.Stale, tt.wantAvail, tt.wantStale)
 			}
-			if r := s.Lookup(ctx, "alice"); r.Status != tt.wantLook || r.Err != nil {
-				t.Errorf("lookup status = %s (err %v), want %s", r.Status, r.Err, tt.wantLook)
+			if r := s.Lookup(ctx, "alice"); r.Status != tt.wantLook || !errors.Is(r.Err, tt.wantErr) {
+				t.Errorf("lookup status = %s (err %v), want %s (err %v)", r.Status, r.Err, tt.wantLook, tt.wantErr)
 			}
 		})
 	}
@@ -448,7 +436,7 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	s.Lookup(ctx, "a")
 	s.Lookup(ctx, "a")
-	s.LookupBatch(ctx, []Query{{Key: "a"}, {Key: "b"}})
+	s.LookupBatch(ctx, []string{Hash("a"), Hash("b")})
 	s.Poll(ctx)
 	got := [5]int64{obs.lookups.Load(), obs.cached.Load(), obs.reads.Load(), obs.polls.Load(), obs.changes.Load()}
 	// lookups a, a, a, b; cached: 2nd a and batch a; reads: metadata x2, memberships x2.
@@ -456,3 +444,163 @@ func TestObserver(t *testing.T) {
 		t.Errorf("lookups, cached, reads, polls, changes = %v, want %v", got, want)
 	}
 }
+
+// A poll that reads the store first but finishes last must not overwrite the status of the
+// poll after it with older data.
+func TestPollsAreStoredInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, store, clk := newTestService(t, WithLookupTimeout(0))
+		older, newer := clk.Now().Add(-time.Minute), clk.Now()
+		release := make(chan struct{})
+		store.mu.Lock()
+		store.synced, store.metaBlock = older, release
+		store.mu.Unlock()
+		go s.Poll(ctx) // reads older, then waits
+		synctest.Wait()
+		store.mu.Lock()
+		store.synced, store.metaBlock = newer, nil
+		store.mu.Unlock()
+		done := make(chan StoreStatus)
+		go func() { done <- s.Poll(ctx) }() // would read newer at once
+		synctest.Wait()
+		close(release)
+		if st := <-done; !st.LastSynchronized.Equal(newer) {
+			t.Errorf("second poll returned %v, want %v", st.LastSynchronized, newer)
+		}
+		synctest.Wait() // both polls are done
+		if st, _ := s.Status(); !st.LastSynchronized.Equal(newer) {
+			t.Errorf("status after both polls: last synchronized %v, want the later poll's %v", st.LastSynchronized, newer)
+		}
+	})
+}
+
+// A batch's store read waits for a read slot like a single lookup's: the bound on reads in
+// flight holds for both.
+func TestBatchesWaitForAReadSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, store, _ := newTestService(t, WithCache(0, 0), WithCoalescing(1, 100), WithLookupTimeout(0))
+		s.Poll(ctx)
+		store.block = make(chan struct{})
+		go s.Lookup(ctx, "a")
+		synctest.Wait() // the lookup's read is inside the store
+		done := make(chan []Result)
+		go func() { done <- s.LookupBatch(ctx, []string{Hash("b"), Hash("c")}) }()
+		synctest.Wait()
+		if got := store.reads.Load(); got != 1 {
+			t.Errorf("store reads = %d while the only read slot is taken, want 1", got)
+		}
+		store.mu.Lock()
+		close(store.block)
+		store.block = nil
+		store.mu.Unlock()
+		for _, r := range <-done {
+			if r.Err != nil {
+				t.Errorf("batch result: %v", r.Err)
+			}
+		}
+		if got := store.maxFlight.Load(); got != 1 {
+			t.Errorf("%d store reads ran at once, over the bound of 1", got)
+		}
+	})
+}
+
+func TestStatusBeforeFirstPoll(t *testing.T) {
+	s, _, _ := newTestService(t)
+	st, polled := s.Status()
+	if polled || st.Available || !st.Stale {
+		t.Errorf("before any poll: %+v, polled %v; want unavailable and stale (never synchronized)", st, polled)
+	}
+}
+
+// While the last poll could not reach the store, lookups that miss the cache fail at once
+// instead of each paying for a connection attempt; the cache still answers, and invalid
+// metadata (the store answered) does not stop reads.
+func TestUnreachableStoreFailsFast(t *testing.T) {
+	ctx := context.Background()
+	s, store, clk := newTestService(t)
+	s.Lookup(ctx, "cached")
+	readsBefore := store.reads.Load()
+	store.setMeta(clk.Now(), errBoom)
+	if st := s.Poll(ctx); !st.Unreachable {
+		t.Fatalf("status after a failed poll: %+v", st)
+	}
+	for _, r := range append(s.LookupBatch(ctx, []string{Hash("a"), Hash("b")}), s.Lookup(ctx, "c")) {
+		if r.Status != StoreError || !errors.Is(r.Err, ErrStoreUnreachable) {
+			t.Errorf("lookup while unreachable: %s, %v", r.Status, r.Err)
+		}
+	}
+	if r := s.Lookup(ctx, "cached"); !r.Cached || r.Status != StoreError || r.Err != nil {
+		t.Errorf("cached lookup while unreachable: cached %v, %s, %v", r.Cached, r.Status, r.Err)
+	}
+	if got := store.reads.Load() - readsBefore; got != 0 {
+		t.Errorf("store reads while unreachable = %d, want 0", got)
+	}
+	store.setMeta(clk.Now(), fmt.Errorf("%w: not a number", ErrInvalidMetadata))
+	s.Poll(ctx)
+	if r := s.Lookup(ctx, "c"); r.Err != nil || r.Status != StoreError {
+		t.Errorf("lookup with invalid metadata: %s, %v; want a read answered STORE_ERROR", r.Status, r.Err)
+	}
+}
+
+// A lookup answers within the lookup timeout however long the store takes, and never later
+// with a success.
+func TestLookupTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, store, _ := newTestService(t, WithCache(0, 0), WithLookupTimeout(time.Second))
+		s.Poll(ctx)
+		store.block = make(chan struct{})
+		start := time.Now()
+		r := s.Lookup(ctx, "alice")
+		var timeout errLookupTimeout
+		if r.Status != StoreError || !errors.As(r.Err, &timeout) {
+			t.Errorf("lookup of a hung store: %s, %v", r.Status, r.Err)
+		}
+		if elapsed := time.Since(start); elapsed != time.Second {
+			t.Errorf("answered after %v (fake time), want exactly the timeout of 1s", elapsed)
+		}
+		close(store.block)
+	})
+}
+
+// Failed reads are logged at most once per interval, with how many failed meanwhile.
+func TestReadFailuresAreLoggedOncePerInterval(t *testing.T) {
+	var mu sync.Mutex
+	var lines []slog.Record
+	log := slog.New(recordHandler(func(r slog.Record) { mu.Lock(); lines = append(lines, r); mu.Unlock() }))
+	ctx := context.Background()
+	s, store, clk := newTestService(t, WithCache(0, 0), WithLogger(log))
+	s.Poll(ctx)
+	store.failRead("alice", errBoom)
+	for range 100 {
+		s.Lookup(ctx, "alice")
+	}
+	clk.Add(readErrorLogInterval)
+	s.Lookup(ctx, "alice")
+	mu.Lock()
+	defer mu.Unlock()
+	var failed []int64
+	for _, r := range lines {
+		if r.Message == "membership read failed" {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "failedSinceLastLog" {
+					failed = append(failed, a.Value.Int64())
+				}
+				return true
+			})
+		}
+	}
+	if want := []int64{0, 99}; !slices.Equal(failed, want) {
+		t.Errorf("failedSinceLastLog of the read failure lines = %v, want %v", failed, want)
+	}
+}
+
+// recordHandler is a slog.Handler that hands every record to a function.
+type recordHandler func(slog.Record)
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool      { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error { h(r); return nil }
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
+func (h recordHandler) WithGroup(string) slog.Handler                 { return h }

@@ -26,6 +26,9 @@ type StoreStatus struct {
 	// or longer before the poll. A failed poll keeps the last known synchronization time, so a
 	// store that was stale stays stale while unavailable.
 	Stale bool
+	// Unreachable is true when the poll failed to reach the store at all (as opposed to
+	// reading metadata that is not valid): lookups then fail at once instead of each trying.
+	Unreachable bool
 	// LastSynchronized is the last synchronization time known, zero if none is.
 	LastSynchronized time.Time
 	// CheckedAt is when the poll ran.

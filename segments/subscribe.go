@@ -15,7 +15,7 @@ func (sub *subscription) offer(st StoreStatus) {
 		default:
 		}
 		select {
-		case <-sub.ch: // drop the stale undelivered status
+		case <-sub.ch: // drop the undelivered, superseded status
 		default:
 		}
 	}
@@ -27,12 +27,21 @@ func (sub *subscription) offer(st StoreStatus) {
 // channel, so a receiver must also watch its own context.
 func (s *Service) Subscribe() (<-chan StoreStatus, func()) {
 	sub := &subscription{ch: make(chan StoreStatus, 1)}
-	s.mu.Lock()
+	s.subsMu.Lock()
 	s.subs[sub] = struct{}{}
-	s.mu.Unlock()
+	s.subsMu.Unlock()
 	return sub.ch, func() {
-		s.mu.Lock()
+		s.subsMu.Lock()
 		delete(s.subs, sub)
-		s.mu.Unlock()
+		s.subsMu.Unlock()
+	}
+}
+
+// publish offers st to every subscriber.
+func (s *Service) publish(st StoreStatus) {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	for sub := range s.subs {
+		sub.offer(st)
 	}
 }

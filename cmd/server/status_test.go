@@ -280,7 +280,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if got := m["bigseg_http_requests_total"].value("route", "/memberships/{contextKey}", "method", "GET", "code", "200"); got != 2 {
 		t.Errorf("lookup requests = %v, want 2", got)
 	}
-	if got := m["bigseg_http_requests_total"].value("route", "none", "method", "GET", "code", "404"); got != 1 {
+	if got := m["bigseg_http_requests_total"].value("route", "unmatched", "method", "GET", "code", "404"); got != 1 {
 		t.Errorf("unmatched requests = %v, want 1", got)
 	}
 	// No label value may be a context key or hash.

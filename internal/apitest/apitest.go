@@ -57,7 +57,9 @@ func Template(path string) string {
 }
 
 // Check validates a response (status code, headers, body) against the spec and returns the
-// body. A response for a path or method the spec does not list must be a JSON error.
+// body. HEAD is checked as GET without a body, OPTIONS as a 204 without one (the spec lists
+// neither, since every route has them). A response for a path or method the spec does not
+// list must be a JSON error.
 func Check(t testing.TB, req *http.Request, resp *http.Response) []byte {
 	t.Helper()
 	body, err := io.ReadAll(resp.Body)
@@ -69,6 +71,22 @@ func Check(t testing.TB, req *http.Request, resp *http.Response) []byte {
 	d := Spec(t)
 	path := Template(req.URL.Path)
 	item := d.Paths.Find(path)
+	switch {
+	case item == nil:
+	case req.Method == http.MethodHead:
+		if len(body) != 0 {
+			t.Errorf("HEAD %s: answered with a body: %q", req.URL, body)
+		}
+		if item.Get == nil {
+			t.Errorf("HEAD %s: the path has no GET", req.URL)
+		}
+		return body
+	case req.Method == http.MethodOptions && resp.StatusCode == http.StatusNoContent:
+		if len(body) != 0 || resp.Header.Get("Allow") == "" {
+			t.Errorf("OPTIONS %s: body %q, Allow %q; want no body and Allow", req.URL, body, resp.Header.Get("Allow"))
+		}
+		return body
+	}
 	var op *openapi3.Operation
 	if item != nil {
 		op = item.GetOperation(req.Method)

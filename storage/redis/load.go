@@ -24,7 +24,8 @@ type LoadOptions struct {
 	// so are the sets of every context under the prefix that is not given. Without it, Load
 	// only adds.
 	Replace bool
-	// SynchronizedOn is written as the synchronization time once every context is written.
+	// SynchronizedOn is written as the synchronization time once every context is written;
+	// the zero time is written as 0, never synchronized.
 	SynchronizedOn time.Time
 	// BatchSize is how many contexts go in one pipeline; 0 means 1000.
 	BatchSize int
@@ -73,7 +74,9 @@ func (s *Store) Load(ctx context.Context, contexts []Context, opts LoadOptions) 
 			return st, err
 		}
 	}
-	st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
+	if !opts.SynchronizedOn.IsZero() {
+		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
+	}
 	if err := s.client.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0).Err(); err != nil {
 		return st, fmt.Errorf("set %s: %w", s.syncedOnKey, err)
 	}

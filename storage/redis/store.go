@@ -91,20 +91,26 @@ func anyErr(cmds []*goredis.StringSliceCmd) bool {
 	return false
 }
 
-// Metadata implements segments.Store. A missing synchronized_on key means never synchronized;
-// a value that is not a non-negative decimal integer is an error, since trusting it would hide
-// a broken synchronizer.
+// maxMillis is the last millisecond of year 9999: later synchronization times are not real
+// (and would not print as RFC 3339).
+var maxMillis = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
+
+// Metadata implements segments.Store. A missing synchronized_on key, or 0, means never
+// synchronized; a value that is not unix milliseconds up to year 9999, or a key of the wrong
+// type, is segments.ErrInvalidMetadata, since trusting it would hide a broken synchronizer.
 func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 	v, err := s.client.Get(ctx, s.syncedOnKey).Result()
-	if errors.Is(err, goredis.Nil) {
+	switch {
+	case errors.Is(err, goredis.Nil):
 		return segments.Metadata{}, nil
-	}
-	if err != nil {
+	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
+		return segments.Metadata{}, fmt.Errorf("%w: get %s: %w", segments.ErrInvalidMetadata, s.syncedOnKey, err)
+	case err != nil:
 		return segments.Metadata{}, fmt.Errorf("get %s: %w", s.syncedOnKey, err)
 	}
 	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms < 0 {
-		return segments.Metadata{}, fmt.Errorf("%s holds %.40q, not unix milliseconds", s.syncedOnKey, v)
+	if err != nil || ms < 0 || ms > maxMillis {
+		return segments.Metadata{}, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, v)
 	}
 	if ms == 0 {
 		return segments.Metadata{}, nil

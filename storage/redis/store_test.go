@@ -2,10 +2,12 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -124,12 +126,19 @@ func TestWrongTypeFailsThatContextOnly(t *testing.T) {
 func TestMetadataRejectsNonDecimal(t *testing.T) {
 	c := redistest.Client(t)
 	store := redis.New(c, redistest.Prefix(t, c))
-	for _, v := range []string{"yesterday", "1.5", "-1", "", "0x10", " 17"} {
+	beyond9999 := strconv.FormatInt(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 10)
+	for _, v := range []string{"yesterday", "1.5", "-1", "", "0x10", " 17", "-62135596800000", beyond9999} {
 		c.Set(context.Background(), store.SynchronizedOnKey(), v, 0)
-		if md, err := store.Metadata(context.Background()); err == nil {
-			t.Errorf("%q: LastSynchronized = %v, want an error", v, md.LastSynchronized)
+		if md, err := store.Metadata(context.Background()); !errors.Is(err, segments.ErrInvalidMetadata) {
+			t.Errorf("%q: LastSynchronized = %v, err %v; want ErrInvalidMetadata", v, md.LastSynchronized, err)
 		}
 	}
+	c.Del(context.Background(), store.SynchronizedOnKey())
+	c.SAdd(context.Background(), store.SynchronizedOnKey(), "a set, not a string")
+	if _, err := store.Metadata(context.Background()); !errors.Is(err, segments.ErrInvalidMetadata) {
+		t.Errorf("a set: err %v; want ErrInvalidMetadata", err)
+	}
+	c.Del(context.Background(), store.SynchronizedOnKey())
 	c.Set(context.Background(), store.SynchronizedOnKey(), "0", 0)
 	if md, err := store.Metadata(context.Background()); err != nil || !md.LastSynchronized.IsZero() {
 		t.Errorf(`"0": %v, %v; want never synchronized`, md.LastSynchronized, err)
@@ -144,8 +153,8 @@ func TestRedisDown(t *testing.T) {
 	if r := store.Memberships(context.Background(), []string{segments.Hash("a")}); r[0].Err == nil {
 		t.Error("Memberships on a stopped server: no error")
 	}
-	if _, err := store.Metadata(context.Background()); err == nil {
-		t.Error("Metadata on a stopped server: no error")
+	if _, err := store.Metadata(context.Background()); err == nil || errors.Is(err, segments.ErrInvalidMetadata) {
+		t.Errorf("Metadata on a stopped server: %v, want an error that is not ErrInvalidMetadata", err)
 	}
 }
 
