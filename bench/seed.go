@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -60,12 +61,12 @@ func seed(ctx context.Context, o options) (*dataset, error) {
 		}
 	}
 	d.hashes = make([]string, o.contexts)
-	contexts := make([]redis.Context, o.contexts)
+	contexts := make([]fixture.Context, o.contexts)
 	for i := range contexts {
 		h := segments.Hash("user-" + strconv.Itoa(i))
 		d.hashes[i] = h
 		s := sets[(i*7919)%len(sets)]
-		contexts[i] = redis.Context{Hash: h, Included: s[0], Excluded: s[1]}
+		contexts[i] = fixture.Context{Hash: h, Included: s[0], Excluded: s[1]}
 	}
 	start := time.Now()
 	logf("seeding %d contexts under %s", o.contexts, d.prefix)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
 )
 
@@ -36,7 +37,7 @@ func (d *discard) WriteHeader(int)             {}
 // BenchmarkHandlerCacheHit is the whole handler (routing, middleware with a request
 // observer, lookup, encoding) for a cached key.
 func BenchmarkHandlerCacheHit(b *testing.B) {
-	f := &memory.Fixture{Contexts: []memory.Context{{Key: "alice", Hash: segments.Hash("alice"),
+	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
 	svc := segments.New(memory.New(f, time.Now()))
 	h := New(svc, WithRequestObserver(func(string, string, int, time.Duration) {}))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
 )
 
@@ -20,7 +21,7 @@ import (
 // them. Fuzz inputs go straight to ServeHTTP: no network in the loop.
 func fuzzHandler(t testing.TB) http.Handler {
 	t.Helper()
-	f := &memory.Fixture{Contexts: []memory.Context{{Key: "alice", Hash: segments.Hash("alice"), Included: []string{"a.g1"}}}}
+	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"), Included: []string{"a.g1"}}}}
 	svc := segments.New(memory.New(f, nilTime))
 	return handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithMaxKeyBytes(64), handlers.WithMaxBatch(20), handlers.WithMaxBodyBytes(4096))
 }

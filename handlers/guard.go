@@ -16,7 +16,7 @@ func (a *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.authorized(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bigseg"`)
-			writeError(w, http.StatusUnauthorized, "a valid bearer token is required")
+			refuse(w, http.StatusUnauthorized, "a valid bearer token is required")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -84,7 +84,14 @@ func (a *handler) admit(w http.ResponseWriter, r *http.Request) (release func(),
 
 func (a *handler) tooBusy(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
+	refuse(w, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
+}
+
+// refuse writes an error that turns a client away, and closes its connection: a client that
+// retries at once must queue for a new connection like everyone else, not keep one to itself.
+func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	writeError(w, code, msg)
 }
 
 // openStream takes a status stream slot, or answers 503 with Retry-After and returns false.
@@ -94,7 +101,7 @@ func (a *handler) openStream(w http.ResponseWriter) (release func(), ok bool) {
 		return func() { <-a.streams }, true
 	default:
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "too many status streams open; retry later, or poll /status")
+		refuse(w, http.StatusServiceUnavailable, "too many status streams open; retry later, or poll /status")
 		return nil, false
 	}
 }

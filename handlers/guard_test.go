@@ -14,11 +14,11 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/memory"
+	"github.com/bigseg/bigseg/storage/fixture"
 )
 
 func TestBearerTokens(t *testing.T) {
-	srv := newServer(t, memoryStore(t, map[string]memory.Context{"alice": {Included: []string{"a.g1"}}}),
+	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
 		handlers.WithStoreName("memory"), handlers.WithAPITokens([]string{"token-one", "token-two"}), handlers.WithMetrics(http.NotFoundHandler()))
 	lookups := []struct{ method, path, body string }{
 		{"GET", "/memberships/alice", ""},

@@ -44,9 +44,7 @@ type handler struct {
 	metrics         http.Handler
 	storeName       string
 	heartbeat       time.Duration
-	drain, stop     <-chan struct{}
-
-	readyRequiresFresh bool
+	stop            <-chan struct{}
 
 	tokens    [][sha256.Size]byte // digests of accepted bearer tokens; none means open
 	shedder   *shedder
@@ -95,14 +93,6 @@ func WithStoreName(name string) Option { return func(a *handler) { a.storeName =
 
 // WithHeartbeat sets how often an idle status stream sends a comment. Default DefaultHeartbeat.
 func WithHeartbeat(d time.Duration) Option { return func(a *handler) { a.heartbeat = d } }
-
-// WithReadyRequiresFresh makes /readyz fail while the data is stale, not only while the store
-// is unavailable.
-func WithReadyRequiresFresh(b bool) Option { return func(a *handler) { a.readyRequiresFresh = b } }
-
-// WithDrain makes /readyz answer 503 once drain is closed: shutdown has begun and load
-// balancers should stop sending traffic, which is still served meanwhile.
-func WithDrain(drain <-chan struct{}) Option { return func(a *handler) { a.drain = drain } }
 
 // WithStop ends every open status stream once stop is closed, so that the server's shutdown
 // does not wait for streams that never end by themselves.
@@ -155,10 +145,7 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 	if a.observe != nil {
 		a.mux.Use(a.observed) // outermost: it sees the 500 of a recovered panic
 	}
-	if a.drain != nil {
-		a.mux.Use(a.closeWhenDraining)
-	}
-	a.mux.Use(a.recoverer, middleware.GetHead)
+	a.mux.Use(a.closeWhenDraining, a.recoverer, middleware.GetHead)
 	if a.accessLog {
 		a.mux.Use(a.logAccess)
 	}
@@ -201,7 +188,7 @@ func (a *handler) notFound(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "context key is empty: GET /memberships/{contextKey}")
 		return
 	}
-	writeError(w, http.StatusNotFound, "no such route: see /openapi.yaml")
+	refuse(w, http.StatusNotFound, "no such route: see /openapi.yaml")
 }
 
 // methodNotAllowed answers a method that a route does not have: OPTIONS with 204 and the
@@ -224,7 +211,7 @@ func (a *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeError(w, http.StatusMethodNotAllowed, "method "+methodLabel(r.Method)+" is not allowed here")
+	refuse(w, http.StatusMethodNotAllowed, "method "+methodLabel(r.Method)+" is not allowed here")
 }
 
 // closeWhenDraining asks clients to close their connections once shutdown has begun
@@ -232,10 +219,8 @@ func (a *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // listener closes, instead of losing a request sent on a connection that is closing.
 func (a *handler) closeWhenDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-a.drain:
+		if a.svc.Draining() {
 			w.Header().Set("Connection", "close")
-		default:
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
 )
 
@@ -41,9 +42,9 @@ func newServer(t *testing.T, store segments.Store, opts ...handlers.Option) *htt
 	return srv
 }
 
-func memoryStore(t *testing.T, keys map[string]memory.Context) *memory.Store {
+func memoryStore(t *testing.T, keys map[string]fixture.Context) *memory.Store {
 	t.Helper()
-	f := &memory.Fixture{}
+	f := &fixture.Fixture{}
 	for k, c := range keys {
 		c.Key, c.Hash = k, segments.Hash(k)
 		f.Contexts = append(f.Contexts, c)
@@ -81,9 +82,9 @@ type lookup struct {
 }
 
 func TestLookupTrickyKeys(t *testing.T) {
-	entries := map[string]memory.Context{}
+	entries := map[string]fixture.Context{}
 	for i, k := range trickyKeys {
-		entries[k] = memory.Context{Included: []string{"seg-" + string(rune('a'+i)) + ".g1"}}
+		entries[k] = fixture.Context{Included: []string{"seg-" + string(rune('a'+i)) + ".g1"}}
 	}
 	srv := newServer(t, memoryStore(t, entries))
 	for i, key := range trickyKeys {
@@ -150,7 +151,7 @@ func TestLookupBadKeys(t *testing.T) {
 }
 
 func TestLookupByHash(t *testing.T) {
-	srv := newServer(t, memoryStore(t, map[string]memory.Context{"dave": {Included: []string{"vip.g2"}}}))
+	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"dave": {Included: []string{"vip.g2"}}}))
 	dave := segments.Hash("dave") // holds '+' and '/'
 	tests := []struct {
 		name, query string
@@ -182,7 +183,7 @@ func TestLookupByHash(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
-	srv := newServer(t, memoryStore(t, map[string]memory.Context{
+	srv := newServer(t, memoryStore(t, map[string]fixture.Context{
 		"alice": {Included: []string{"beta.g3"}},
 		"bob":   {Excluded: []string{"beta.g3"}},
 	}))
@@ -395,7 +396,7 @@ func TestStorePanicInBatchIsAnError(t *testing.T) {
 // Every GET route answers HEAD with the GET answer's status and headers and no body (load
 // balancers probe with HEAD); OPTIONS answers 204 with Allow; unknown methods stay 405.
 func TestHeadAndOptions(t *testing.T) {
-	srv := newServer(t, memoryStore(t, map[string]memory.Context{"alice": {Included: []string{"a.g1"}}}),
+	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
 		handlers.WithStoreName("memory"), handlers.WithMetrics(http.NotFoundHandler()))
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
 		"/status", "/status/stream", "/livez", "/healthz", "/readyz", "/openapi.yaml"} {

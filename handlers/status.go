@@ -134,37 +134,13 @@ type readyBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// getReady serves /readyz: ready once the first status poll has completed and found the store
-// available (and fresh, with WithReadyRequiresFresh), and not once shutdown has begun.
+// getReady serves /readyz: the service's readiness (see segments.Service.Readiness).
 func (a *handler) getReady() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if reason := a.notReady(); reason != "" {
+		if ready, reason := a.svc.Readiness(); !ready {
 			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
 			return
 		}
 		writeJSON(w, http.StatusOK, readyBody{Ready: true})
 	}
-}
-
-func (a *handler) notReady() string { return NotReady(a.svc, a.readyRequiresFresh, a.drain) }
-
-// NotReady says why an instance should get no traffic, or "" when it should: the rule of
-// /readyz (see New's WithReadyRequiresFresh and WithDrain), for whoever else reports
-// readiness, such as a metric.
-func NotReady(svc *segments.Service, requireFresh bool, drain <-chan struct{}) string {
-	select {
-	case <-drain:
-		return "shutting down"
-	default:
-	}
-	st, polled := svc.Status()
-	switch {
-	case !polled:
-		return "the store's status has not been polled yet"
-	case !st.Available:
-		return "the Big Segment store is unavailable"
-	case requireFresh && st.Stale:
-		return "the Big Segment data is stale"
-	}
-	return ""
 }

@@ -59,8 +59,7 @@ func TestStatusAndReadiness(t *testing.T) {
 	synced := time.Date(2026, 11, 29, 15, 26, 40, 0, time.UTC)
 	now := synced.Add(time.Minute)
 	svc := segments.New(store, segments.WithClock(func() time.Time { return now }), segments.WithStaleAfter(2*time.Minute))
-	drain := make(chan struct{})
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("redis"), handlers.WithDrain(drain)))
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("redis")))
 	t.Cleanup(srv.Close)
 
 	status := func() statusJSON {
@@ -122,7 +121,7 @@ func TestStatusAndReadiness(t *testing.T) {
 	}
 
 	// Shutting down.
-	close(drain)
+	svc.Drain()
 	ready(503, "shutting down")
 	for _, path := range []string{"/livez", "/healthz"} {
 		if resp, body := get(t, srv.URL+path); resp.StatusCode != 200 || string(body) != "{\"status\":\"ok\"}\n" {
@@ -133,8 +132,8 @@ func TestStatusAndReadiness(t *testing.T) {
 
 func TestReadyRequiresFresh(t *testing.T) {
 	store := &switchStore{}
-	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithReadyRequiresFresh(true)))
+	svc := segments.New(store, segments.WithStaleAfter(time.Minute), segments.WithReadyRequiresFresh(true))
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory")))
 	t.Cleanup(srv.Close)
 	store.set(time.Now().Add(-time.Hour), nil)
 	svc.Poll(context.Background())

@@ -100,6 +100,14 @@ func (m *Metrics) WatchCache(entries func() int) {
 	}, func() float64 { return float64(entries()) }))
 }
 
+// WatchConnections exports the number of open client connections, read at each scrape.
+func (m *Metrics) WatchConnections(open func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bigseg_http_open_connections",
+		Help: "Client connections open on the API listener (at most BIGSEG_MAX_CONNS).",
+	}, func() float64 { return float64(open()) }))
+}
+
 // WatchReady exports whether the instance is ready for traffic (what /readyz says), read at
 // each scrape: the "no instance ready" alert counts it across instances.
 func (m *Metrics) WatchReady(ready func() bool) {

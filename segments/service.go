@@ -62,6 +62,9 @@ type Service struct {
 	subsMu sync.Mutex
 	subs   map[*subscription]struct{}
 
+	readyRequiresFresh bool
+	draining           atomic.Bool
+
 	readErrMu      sync.Mutex
 	readErrLogged  time.Time // when a failed read was last logged
 	readErrsUnsaid int       // failed reads since then
@@ -119,6 +122,12 @@ func WithObserver(o Observer) Option {
 // DefaultMaxReadBatch.
 func WithCoalescing(maxInFlight, maxBatch int) Option {
 	return func(s *Service) { s.maxReadsInFlight, s.maxReadBatch = maxInFlight, maxBatch }
+}
+
+// WithReadyRequiresFresh makes Readiness false while the data is stale, not only while the
+// store is unavailable.
+func WithReadyRequiresFresh(b bool) Option {
+	return func(s *Service) { s.readyRequiresFresh = b }
 }
 
 // New returns a Service reading store. It starts nothing: call Run to poll the store's status.
@@ -433,6 +442,32 @@ func (s *Service) Poll(ctx context.Context) StoreStatus {
 		s.publish(st)
 	}
 	return st
+}
+
+// Drain marks the service as shutting down: from now on Readiness is false, so that load
+// balancers stop sending traffic, which is still answered meanwhile.
+func (s *Service) Drain() { s.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Readiness says whether this instance should get traffic, and if not, why: not once it is
+// draining, not before the first status poll, not while the store is unavailable, and (with
+// WithReadyRequiresFresh) not while the data is stale. Stale answers are better than none,
+// so by default staleness alone keeps an instance ready.
+func (s *Service) Readiness() (ready bool, reason string) {
+	st, polled := s.Status()
+	switch {
+	case s.Draining():
+		return false, "shutting down"
+	case !polled:
+		return false, "the store's status has not been polled yet"
+	case !st.Available:
+		return false, "the Big Segment store is unavailable"
+	case s.readyRequiresFresh && st.Stale:
+		return false, "the Big Segment data is stale"
+	}
+	return true, ""
 }
 
 func (s *Service) logChange(st StoreStatus, err error) {

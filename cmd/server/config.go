@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,7 +17,10 @@ import (
 
 const envPrefix = "BIGSEG"
 
-// config is every setting of the server, read from BIGSEG_* environment variables.
+// config is every setting of the server, read from BIGSEG_* environment variables. The struct
+// tags are envconfig's: envconfig lists them for -h, and loadConfig reads them through a
+// getenv function (envconfig itself only reads the process environment), so that tests can
+// run programs with different environments side by side.
 type config struct {
 	Addr                       string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
 	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; with no Redis setting at all, the embedded store is used"`
@@ -23,6 +28,7 @@ type config struct {
 	RedisSentinelAddrs         []string      `envconfig:"REDIS_SENTINEL_ADDRS" desc:"Sentinel-managed Redis: comma-separated sentinel host:port addresses"`
 	RedisSentinelMaster        string        `envconfig:"REDIS_SENTINEL_MASTER" desc:"Sentinel-managed Redis: the master's name"`
 	RedisSentinelPassword      string        `envconfig:"REDIS_SENTINEL_PASSWORD" desc:"password of the sentinels themselves, if they require one"`
+	RedisSentinelPasswordFile  string        `envconfig:"REDIS_SENTINEL_PASSWORD_FILE" desc:"file holding the sentinels' password, such as a mounted Kubernetes secret"`
 	RedisDB                    int           `envconfig:"REDIS_DB" default:"0" desc:"database number (standalone and Sentinel; a URL's own /db wins)"`
 	RedisUsername              string        `envconfig:"REDIS_USERNAME" desc:"ACL user name (or in the URL)"`
 	RedisPassword              string        `envconfig:"REDIS_PASSWORD" desc:"password (or in the URL, or BIGSEG_REDIS_PASSWORD_FILE)"`
@@ -44,17 +50,22 @@ type config struct {
 	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached; 0 turns the cache off"`
 	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
 	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
-	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" default:"4" desc:"most store reads for single lookups at once; cache misses arriving meanwhile are read together, in one pipeline"`
+	LookupTimeout              time.Duration `envconfig:"LOOKUP_TIMEOUT" default:"1s" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
+	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" default:"4" desc:"most store reads at once; cache misses arriving meanwhile are read together, in one pipeline"`
 	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" default:"1024" desc:"longest context key accepted, in bytes"`
 	MaxBatch                   int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
+	MaxBatchRefs               int           `envconfig:"MAX_BATCH_REFS" default:"100000" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
 	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
+	BodyReadTimeout            time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"2s" desc:"how long a client may take to send a request body (408 beyond)"`
 	PprofAddr                  string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route requires one"`
+	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
 	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored)"`
 	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics on this address instead of the API's, such as :9090"`
 	MaxInflight                int           `envconfig:"MAX_INFLIGHT" default:"1024" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
 	ShedWait                   time.Duration `envconfig:"SHED_WAIT" default:"250ms" desc:"how long a lookup request may wait for a slot before a 429"`
+	MaxConns                   int           `envconfig:"MAX_CONNS" default:"4096" desc:"most client connections open at once; at the limit the longest-idle one is closed to make room"`
+	MaxStreams                 int           `envconfig:"MAX_STREAMS" default:"1000" desc:"most /status/stream connections open at once (503 beyond)"`
 	AccessLog                  bool          `envconfig:"ACCESS_LOG" default:"false" desc:"log every request (method, route pattern, code, duration; never the path)"`
 	ReadHeaderTimeout          time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"how long a client may take to send request headers"`
 	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" default:"15s" desc:"how long a client may take to send a whole request"`
@@ -62,23 +73,55 @@ type config struct {
 	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" default:"2m" desc:"how long an idle keep-alive connection stays open"`
 	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" default:"65536" desc:"largest request header accepted (431 beyond)"`
 	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
-	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice"`
+	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it)"`
 	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
 }
 
-// loadConfig reads and checks the configuration. Every error names the variable at fault.
-func loadConfig() (config, error) {
+// loadConfig reads the configuration through getenv and checks it. An empty variable counts
+// as unset. Every error names the variable at fault.
+func loadConfig(getenv func(string) string) (config, error) {
 	var cfg config
-	if err := envconfig.Process(envPrefix, &cfg); err != nil {
-		var perr *envconfig.ParseError
-		if errors.As(err, &perr) {
-			return cfg, fmt.Errorf("%s=%q: not a valid %s", perr.KeyName, perr.Value, perr.TypeName)
+	v := reflect.ValueOf(&cfg).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		name := envPrefix + "_" + f.Tag.Get("envconfig")
+		s := getenv(name)
+		if s == "" {
+			s = f.Tag.Get("default")
 		}
-		return cfg, fmt.Errorf("configuration: %w", err)
+		if s == "" {
+			continue
+		}
+		if err := setField(v.Field(i), s); err != nil {
+			return cfg, fmt.Errorf("%s=%q: not a valid %s", name, s, f.Type)
+		}
 	}
 	return cfg, cfg.validate()
 }
 
+// setField parses s into one of config's field types.
+func setField(f reflect.Value, s string) error {
+	var err error
+	switch p := f.Addr().Interface().(type) {
+	case *string:
+		*p = s
+	case *bool:
+		*p, err = strconv.ParseBool(s)
+	case *int:
+		*p, err = strconv.Atoi(s)
+	case *int64:
+		*p, err = strconv.ParseInt(s, 10, 64)
+	case *time.Duration:
+		*p, err = time.ParseDuration(s)
+	case *[]string:
+		*p = strings.Split(s, ",")
+	default:
+		panic(fmt.Sprintf("config: no parser for %s", f.Type()))
+	}
+	return err
+}
+
+// validate checks every setting at once; Redis's are checked by validateRedis.
 func (c config) validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
@@ -94,6 +137,7 @@ func (c config) validate() error {
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
 		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
 		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
+		{"LOOKUP_TIMEOUT", c.LookupTimeout <= 0, "must be positive"},
 		{"REDIS_DIAL_TIMEOUT", c.RedisDialTimeout <= 0, "must be positive"},
 		{"REDIS_READ_TIMEOUT", c.RedisReadTimeout <= 0, "must be positive"},
 		{"REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout <= 0, "must be positive"},
@@ -102,9 +146,13 @@ func (c config) validate() error {
 		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
 		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
+		{"MAX_BATCH_REFS", c.MaxBatchRefs <= 0, "must be positive"},
 		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
+		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
 		{"MAX_INFLIGHT", c.MaxInflight < 0, "must not be negative"},
 		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
+		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
+		{"MAX_STREAMS", c.MaxStreams < 0, "must not be negative"},
 		{"READ_HEADER_TIMEOUT", c.ReadHeaderTimeout <= 0, "must be positive"},
 		{"READ_TIMEOUT", c.ReadTimeout <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -155,6 +156,11 @@ func TestRedisKilledDuringLoad(t *testing.T) {
 	if n := bad.Load(); n > 0 {
 		t.Errorf("%d requests were not answered with a JSON 200 or 503, e.g. %v", n, badExample.Load())
 	}
+	// The outage is logged as a status change, and failed reads at most once per 10 s with a
+	// count, not once per failed lookup.
+	if lines := srv.logs.find("membership read failed"); len(lines) > 2 {
+		t.Errorf("%d log lines about failed reads for %d failed lookups, want at most 2", len(lines), count(503))
+	}
 	client.CloseIdleConnections() // the clients' keep-alive connections are not the server's growth
 	waitFor(t, "goroutines back to their baseline", func() bool { return srv.value(t, "go_goroutines") <= baseline+5 })
 	t.Logf("200: %d, 503: %d; goroutines %v at the start", count(200), count(503), baseline)
@@ -303,5 +309,125 @@ func TestTokensAndMetricsListener(t *testing.T) {
 	}
 	if len(srv.logs.find("request")) == 0 {
 		t.Error("no access log lines")
+	}
+}
+
+// While the poller knows the store is unreachable (nothing listens on its port), lookups
+// answer 503 at once without each paying for a connection attempt; once Redis is up, the
+// poller sees it within a second and lookups are read again.
+func TestDeadRedisFailsFast(t *testing.T) {
+	rs := redistest.Reserve(t) // a free port; nothing listens on it yet
+	srv := start(t, faultEnv(rs.URL(), "BIGSEG_STATUS_POLL_INTERVAL", "1h"))
+	waitFor(t, "a failed poll", func() bool { return srv.value(t, "bigseg_store_status_polls_total", "result", "error") >= 1 })
+	readsBefore := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
+	for i := range 50 {
+		if a := ask(http.DefaultClient, srv.URL+"/memberships/user-"+strconv.Itoa(i)); a.code != 503 || !a.ok {
+			t.Fatalf("lookup %d with Redis down: %+v, want a JSON 503", i, a)
+		}
+	}
+	body, _ := json.Marshal(map[string][]string{"contextKeys": {"user-1", "user-2"}})
+	if resp, b := srv.post(t, "/memberships", string(body)); resp.StatusCode != 200 || strings.Count(string(b), "STORE_ERROR") != 2 {
+		t.Errorf("batch with Redis down: %d %s", resp.StatusCode, b)
+	}
+	if reads := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships") - readsBefore; reads != 0 {
+		t.Errorf("%v store reads while the store was known to be unreachable, want 0", reads)
+	}
+	rs.Restart()
+	seedUsers(t, rs.Client(), 10)
+	// The poll interval is an hour: only the recovery polls (every second while unreachable)
+	// can find Redis back.
+	waitFor(t, "lookups answered once Redis is up", func() bool { return ask(http.DefaultClient, srv.URL+"/memberships/user-1").code == 200 })
+}
+
+// A lookup answers within BIGSEG_LOOKUP_TIMEOUT however long Redis takes: while Redis is
+// paused for longer than that, no lookup succeeds late.
+func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
+	rs := redistest.Start(t)
+	c := rs.Client()
+	seedUsers(t, c, 100)
+	// Redis's own timeouts and retries would let a lookup outlast the pause; the poll interval
+	// is long so that the poller does not find the pause first (lookups would then fail fast).
+	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL(), "BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h",
+		"BIGSEG_REDIS_READ_TIMEOUT": "2s", "BIGSEG_REDIS_MAX_RETRIES": "2", "BIGSEG_LOOKUP_TIMEOUT": "300ms"})
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 200 {
+		t.Fatalf("before the pause: %+v", a)
+	}
+	if err := c.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	answers := make([]answer, 20)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() { answers[i] = ask(http.DefaultClient, srv.URL+"/memberships/user-"+strconv.Itoa(10+i)) })
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.code != 503 || !a.ok {
+			t.Errorf("lookup %d asked during a 3 s pause, with a 300 ms lookup timeout: %+v, want a JSON 503", i, a)
+		}
+	}
+	c.Do(context.Background(), "CLIENT", "UNPAUSE")
+	waitFor(t, "lookups after the pause", func() bool { return ask(http.DefaultClient, srv.URL+"/memberships/user-1").code == 200 })
+}
+
+// A slow sender must not hold a lookup slot while it sends: with every slot's worth of
+// clients trickling their bodies a byte at a time, other clients' lookups and batches are
+// answered, and the slow ones get a 408 once their body read times out.
+func TestSlowBodiesTakeNoLookupSlots(t *testing.T) {
+	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_INFLIGHT": "2",
+		"BIGSEG_SHED_WAIT": "10ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	const slow = 20
+	codes := make(chan string, slow)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range slow {
+		wg.Go(func() { codes <- trickleBody(addr, stop) })
+	}
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	waitFor(t, "slow senders connected", func() bool { return srv.value(t, "bigseg_http_open_connections") >= slow })
+	for i := range 30 {
+		if a := ask(http.DefaultClient, srv.URL+"/memberships/alice"); a.code != 200 {
+			t.Fatalf("lookup %d while %d clients trickle bodies: %+v", i, slow, a)
+		}
+		if resp, b := srv.post(t, "/memberships", `{"contextKeys":["alice","bob"]}`); resp.StatusCode != 200 {
+			t.Fatalf("batch %d while %d clients trickle bodies: %d %s", i, slow, resp.StatusCode, b)
+		}
+	}
+	for range slow {
+		if got := <-codes; !strings.HasPrefix(got, "HTTP/1.1 408") {
+			t.Errorf("a slow sender got %q, want 408 once its body read timed out", got)
+		}
+	}
+}
+
+// trickleBody sends a batch's headers, then its 1000-byte body a byte every 50ms, and returns
+// the status line it gets back.
+func trickleBody(addr string, stop <-chan struct{}) string {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	answer := make(chan string, 1)
+	go func() {
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil {
+			line = err.Error()
+		}
+		answer <- strings.TrimSpace(line)
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-answer:
+			return a
+		case <-stop:
+			return "stopped"
+		case <-tick.C:
+			conn.Write([]byte(" "))
+		}
 	}
 }

@@ -14,24 +14,22 @@ import (
 // healthcheck runs "server healthcheck": it asks the server on this host for /livez and
 // fails unless it answers 200. It is the Docker HEALTHCHECK, since the runtime image has no
 // curl.
-func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func healthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", "", "URL to check (default: /livez on the port of BIGSEG_ADDR, on 127.0.0.1)")
+	url := fs.String("url", "", "URL to check (default: /livez at BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *url == "" {
-		cfg, err := loadConfig()
+		cfg, err := loadConfig(getenv)
 		if err != nil {
 			return err
 		}
-		_, port, err := net.SplitHostPort(cfg.Addr)
-		if err != nil || port == "" || port == "0" {
-			return fmt.Errorf("healthcheck: BIGSEG_ADDR=%q has no fixed port: use --url", cfg.Addr)
+		if *url, err = livezURL(cfg.Addr); err != nil {
+			return err
 		}
-		*url = "http://" + net.JoinHostPort("127.0.0.1", port) + "/livez"
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -49,4 +47,20 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
+}
+
+// livezURL is the /livez URL of a server listening on addr: its host, or the loopback address
+// when it listens on every address.
+func livezURL(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" || port == "0" {
+		return "", fmt.Errorf("healthcheck: BIGSEG_ADDR=%q has no fixed port: use --url", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/livez", nil
 }

@@ -8,39 +8,40 @@ import (
 	"io"
 	"time"
 
-	"github.com/bigseg/bigseg/storage/memory"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // load runs "server load [--replace] FILE": it writes a fixture into the configured Redis in
 // the LaunchDarkly layout, then sets the synchronization time (the file's synchronizedOn, or
 // now). The whole file is checked before anything is written.
-func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func load(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	replace := fs.Bool("replace", false, "make Redis match the file: remove refs it does not list, and the sets of contexts it does not list")
 	batch := fs.Int("batch", 1000, "contexts per pipeline")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: server load [--replace] [--batch N] FILE\n\n"+
-			"Writes FILE (the format of examples/memberships.json) into the Redis configured by the\n"+
-			"BIGSEG_REDIS_* variables, under BIGSEG_PREFIX. Idempotent.\n\n")
+			"Writes FILE (the format of examples/memberships.json, at most %d MiB) into the Redis\n"+
+			"configured by the BIGSEG_REDIS_* variables, under BIGSEG_PREFIX. Idempotent.\n\n", fixture.MaxBytes>>20)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		fs.Usage()
 		return errors.New("load: give exactly one fixture file")
 	}
-	cfg, err := loadConfig()
+	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}
 	if cfg.topology() == topologyNone {
 		return errors.New("load: no Redis configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS")
 	}
-	f, err := memory.ReadFixtureFile(fs.Arg(0))
+	f, err := fixture.ReadFile(files[0])
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
@@ -50,18 +51,14 @@ func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer client.Close()
 
-	contexts := make([]redis.Context, len(f.Contexts))
-	for i, c := range f.Contexts {
-		contexts[i] = redis.Context{Hash: c.Hash, Included: c.Included, Excluded: c.Excluded}
-	}
 	synced := time.Now()
 	if f.SynchronizedOn != nil {
-		synced = *f.SynchronizedOn
+		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
 	}
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
-		len(contexts), fs.Arg(0), target.topology, target.addrs, cfg.Prefix)
+		len(f.Contexts), files[0], target.topology, target.addrs, cfg.Prefix)
 	lastReport := time.Now()
-	st, err := redis.New(client, cfg.Prefix).Load(ctx, contexts, redis.LoadOptions{
+	st, err := redis.New(client, cfg.Prefix).Load(ctx, f.Contexts, redis.LoadOptions{
 		Replace:        *replace,
 		SynchronizedOn: synced,
 		BatchSize:      *batch,
@@ -78,4 +75,20 @@ func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d\n",
 		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec)
 	return nil
+}
+
+// parseInterspersed parses flags wherever they are among the arguments ("load FILE
+// --replace" as well as "load --replace FILE"), and returns the other arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

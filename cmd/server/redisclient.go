@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -19,6 +21,13 @@ const (
 	topologyStandalone = "standalone"
 	topologyCluster    = "cluster"
 	topologySentinel   = "sentinel"
+)
+
+// Retry backoff between a failed Redis call and its retry (BIGSEG_REDIS_MAX_RETRIES): short,
+// since the lookup timeout bounds the whole lookup anyway.
+const (
+	redisMinRetryBackoff = 8 * time.Millisecond
+	redisMaxRetryBackoff = 100 * time.Millisecond
 )
 
 // topology returns the Redis topology the configuration selects ("" for the embedded store).
@@ -39,14 +48,14 @@ func (c config) validateRedis() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	var set []string
-	if c.RedisURL != "" {
-		set = append(set, "BIGSEG_REDIS_URL")
-	}
-	if len(c.RedisClusterAddrs) > 0 {
-		set = append(set, "BIGSEG_REDIS_CLUSTER_ADDRS")
-	}
-	if len(c.RedisSentinelAddrs) > 0 {
-		set = append(set, "BIGSEG_REDIS_SENTINEL_ADDRS")
+	for _, v := range []struct {
+		name string
+		on   bool
+	}{{"BIGSEG_REDIS_URL", c.RedisURL != ""}, {"BIGSEG_REDIS_CLUSTER_ADDRS", len(c.RedisClusterAddrs) > 0},
+		{"BIGSEG_REDIS_SENTINEL_ADDRS", len(c.RedisSentinelAddrs) > 0}} {
+		if v.on {
+			set = append(set, v.name)
+		}
 	}
 	if len(set) > 1 {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
@@ -76,44 +85,57 @@ func (c config) validateRedis() []error {
 	if c.RedisPassword != "" && c.RedisPasswordFile != "" {
 		bad("BIGSEG_REDIS_PASSWORD and BIGSEG_REDIS_PASSWORD_FILE are both set: choose one")
 	}
+	if c.RedisSentinelPassword != "" && c.RedisSentinelPasswordFile != "" {
+		bad("BIGSEG_REDIS_SENTINEL_PASSWORD and BIGSEG_REDIS_SENTINEL_PASSWORD_FILE are both set: choose one")
+	}
 	if topo == topologyStandalone {
-		u, err := url.Parse(c.RedisURL)
-		if err != nil {
-			bad("BIGSEG_REDIS_URL: not a URL")
-		} else {
-			if _, err := goredis.ParseURL(c.RedisURL); err != nil {
-				bad("BIGSEG_REDIS_URL: %v", redactURLError(err, c.RedisURL))
-			}
-			if _, has := u.User.Password(); has && (c.RedisPassword != "" || c.RedisPasswordFile != "") {
-				bad("BIGSEG_REDIS_URL has a password and BIGSEG_REDIS_PASSWORD(_FILE) is set: choose one")
-			}
-			if u.User.Username() != "" && c.RedisUsername != "" {
-				bad("BIGSEG_REDIS_URL has a user name and BIGSEG_REDIS_USERNAME is set: choose one")
-			}
-		}
+		errs = append(errs, c.validateRedisURL()...)
 	}
 	for _, addrs := range [][]string{c.RedisClusterAddrs, c.RedisSentinelAddrs} {
 		for _, a := range addrs {
-			if !strings.Contains(a, ":") || strings.Contains(a, "/") {
+			if _, _, err := net.SplitHostPort(a); err != nil || strings.Contains(a, "/") {
 				bad("Redis address %q is not host:port", a)
 			}
 		}
 	}
+	return append(errs, c.validateRedisTLS()...)
+}
+
+func (c config) validateRedisURL() []error {
+	var errs []error
+	u, err := url.Parse(c.RedisURL)
+	if err != nil {
+		return []error{errors.New("BIGSEG_REDIS_URL: not a URL")}
+	}
+	if _, err := goredis.ParseURL(c.RedisURL); err != nil {
+		errs = append(errs, fmt.Errorf("BIGSEG_REDIS_URL: %v", redactURLError(err, c.RedisURL)))
+	}
+	if _, has := u.User.Password(); has && (c.RedisPassword != "" || c.RedisPasswordFile != "") {
+		errs = append(errs, errors.New("BIGSEG_REDIS_URL has a password and BIGSEG_REDIS_PASSWORD(_FILE) is set: choose one"))
+	}
+	if u.User.Username() != "" && c.RedisUsername != "" {
+		errs = append(errs, errors.New("BIGSEG_REDIS_URL has a user name and BIGSEG_REDIS_USERNAME is set: choose one"))
+	}
+	return errs
+}
+
+func (c config) validateRedisTLS() []error {
+	var errs []error
 	if !c.tlsEnabled() {
 		for name, v := range map[string]string{
 			"BIGSEG_REDIS_TLS_CA_FILE": c.RedisTLSCAFile, "BIGSEG_REDIS_TLS_CERT_FILE": c.RedisTLSCertFile,
 			"BIGSEG_REDIS_TLS_KEY_FILE": c.RedisTLSKeyFile, "BIGSEG_REDIS_TLS_SERVER_NAME": c.RedisTLSServerName,
 		} {
 			if v != "" {
-				bad("%s is set but TLS is off: use rediss:// or BIGSEG_REDIS_TLS=true", name)
+				errs = append(errs, fmt.Errorf("%s is set but TLS is off: use rediss:// or BIGSEG_REDIS_TLS=true", name))
 			}
 		}
 		if c.RedisTLSInsecureSkipVerify {
-			bad("BIGSEG_REDIS_TLS_INSECURE_SKIP_VERIFY is set but TLS is off")
+			errs = append(errs, errors.New("BIGSEG_REDIS_TLS_INSECURE_SKIP_VERIFY is set but TLS is off"))
 		}
 	}
 	if (c.RedisTLSCertFile == "") != (c.RedisTLSKeyFile == "") {
-		bad("BIGSEG_REDIS_TLS_CERT_FILE and BIGSEG_REDIS_TLS_KEY_FILE go together")
+		errs = append(errs, errors.New("BIGSEG_REDIS_TLS_CERT_FILE and BIGSEG_REDIS_TLS_KEY_FILE go together"))
 	}
 	return errs
 }
@@ -122,12 +144,14 @@ func (c config) tlsEnabled() bool {
 	return c.RedisTLS || strings.HasPrefix(c.RedisURL, "rediss://")
 }
 
-// tlsConfig builds the TLS settings; nil when TLS is off.
-func (c config) tlsConfig(host string) (*tls.Config, error) {
+// redisTLSConfig builds the TLS settings for Redis; nil when TLS is off. serverName is the
+// name to verify when BIGSEG_REDIS_TLS_SERVER_NAME does not give one; empty, it is the host of
+// each address dialled.
+func (c config) redisTLSConfig(serverName string) (*tls.Config, error) {
 	if !c.tlsEnabled() {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, InsecureSkipVerify: c.RedisTLSInsecureSkipVerify}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName, InsecureSkipVerify: c.RedisTLSInsecureSkipVerify}
 	if c.RedisTLSServerName != "" {
 		tc.ServerName = c.RedisTLSServerName
 	}
@@ -151,14 +175,15 @@ func (c config) tlsConfig(host string) (*tls.Config, error) {
 	return tc, nil
 }
 
-// password returns the configured password (from the environment or its file), "" if none.
-func (c config) password() (string, error) {
-	if c.RedisPasswordFile == "" {
-		return c.RedisPassword, nil
+// secret returns a secret given directly or in a file (a mounted Kubernetes secret: one
+// trailing newline is not part of it), "" if neither is set.
+func secret(value, file, fileVar string) (string, error) {
+	if file == "" {
+		return value, nil
 	}
-	b, err := os.ReadFile(c.RedisPasswordFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("BIGSEG_REDIS_PASSWORD_FILE: %w", err)
+		return "", fmt.Errorf("%s: %w", fileVar, err)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
@@ -170,73 +195,82 @@ type redisTarget struct {
 	tls      bool
 }
 
+// redisOptions builds the client options of every topology as one UniversalOptions.
+func (c config) redisOptions() (*goredis.UniversalOptions, error) {
+	password, err := secret(c.RedisPassword, c.RedisPasswordFile, "BIGSEG_REDIS_PASSWORD_FILE")
+	if err != nil {
+		return nil, err
+	}
+	sentinelPassword, err := secret(c.RedisSentinelPassword, c.RedisSentinelPasswordFile, "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE")
+	if err != nil {
+		return nil, err
+	}
+	o := &goredis.UniversalOptions{
+		Username: c.RedisUsername, Password: password, DB: c.RedisDB, SentinelPassword: sentinelPassword,
+		DialTimeout: c.RedisDialTimeout, ReadTimeout: c.RedisReadTimeout, WriteTimeout: c.RedisWriteTimeout,
+		MaxRetries: c.RedisMaxRetries, MinRetryBackoff: redisMinRetryBackoff, MaxRetryBackoff: redisMaxRetryBackoff,
+		PoolSize: c.RedisPoolSize,
+		// One dial attempt per connection: go-redis would otherwise retry a refused dial 5
+		// times with backoffs, inside every lookup.
+		DialerRetries: 1,
+		// RESP2: bigseg needs nothing of RESP3, and go-redis checks for RESP3 push
+		// notifications around every read (7% of CPU in the cold benchmark).
+		Protocol: 2,
+	}
+	if c.RedisMaxRetries == 0 {
+		o.MaxRetries = -1 // go-redis reads 0 as "its default, 3"; -1 is none
+	}
+	serverName := ""
+	switch c.topology() {
+	case topologyStandalone:
+		if serverName, err = c.standaloneOptions(o); err != nil {
+			return nil, err
+		}
+	case topologyCluster:
+		o.Addrs, o.IsClusterMode = c.RedisClusterAddrs, true
+	case topologySentinel:
+		o.Addrs, o.MasterName = c.RedisSentinelAddrs, c.RedisSentinelMaster
+	}
+	o.TLSConfig, err = c.redisTLSConfig(serverName)
+	return o, err
+}
+
+// standaloneOptions sets what BIGSEG_REDIS_URL says; the settings of their own win over the
+// URL's only where the URL is silent. It returns the host to verify a TLS certificate against.
+func (c config) standaloneOptions(o *goredis.UniversalOptions) (string, error) {
+	u, err := goredis.ParseURL(c.RedisURL)
+	if err != nil {
+		return "", fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, c.RedisURL))
+	}
+	o.Addrs = []string{u.Addr}
+	if u.Username != "" {
+		o.Username = u.Username
+	}
+	if u.Password != "" {
+		o.Password = u.Password
+	}
+	if u.DB != 0 {
+		o.DB = u.DB
+	}
+	if u.Network == "unix" {
+		o.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: c.RedisDialTimeout}
+			return d.DialContext(ctx, "unix", addr)
+		}
+		return "", nil
+	}
+	host, _, err := net.SplitHostPort(u.Addr) // not a split on the first ':': IPv6
+	if err != nil {
+		return "", fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, c.RedisURL))
+	}
+	return host, nil
+}
+
 // newRedisClient makes the client the configuration selects.
 func newRedisClient(c config) (goredis.UniversalClient, redisTarget, error) {
-	password, err := c.password()
+	o, err := c.redisOptions()
 	if err != nil {
 		return nil, redisTarget{}, err
 	}
-	target := redisTarget{topology: c.topology(), tls: c.tlsEnabled()}
-	switch target.topology {
-	case topologyStandalone:
-		opts, err := goredis.ParseURL(c.RedisURL)
-		if err != nil {
-			return nil, target, fmt.Errorf("BIGSEG_REDIS_URL: %w", redactURLError(err, c.RedisURL))
-		}
-		if c.RedisUsername != "" {
-			opts.Username = c.RedisUsername
-		}
-		if password != "" {
-			opts.Password = password
-		}
-		if opts.DB == 0 {
-			opts.DB = c.RedisDB
-		}
-		if c.tlsEnabled() {
-			host := opts.Addr
-			if h, _, ok := strings.Cut(opts.Addr, ":"); ok {
-				host = h
-			}
-			if opts.TLSConfig, err = c.tlsConfig(host); err != nil {
-				return nil, target, err
-			}
-		}
-		c.applyClientSettings(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout, &opts.MaxRetries, &opts.PoolSize, &opts.Protocol)
-		target.addrs = []string{opts.Addr}
-		return goredis.NewClient(opts), target, nil
-	case topologyCluster:
-		tc, err := c.tlsConfig("")
-		if err != nil {
-			return nil, target, err
-		}
-		opts := &goredis.ClusterOptions{Addrs: c.RedisClusterAddrs, Username: c.RedisUsername, Password: password, TLSConfig: tc}
-		c.applyClientSettings(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout, &opts.MaxRetries, &opts.PoolSize, &opts.Protocol)
-		target.addrs = c.RedisClusterAddrs
-		return goredis.NewClusterClient(opts), target, nil
-	case topologySentinel:
-		tc, err := c.tlsConfig("")
-		if err != nil {
-			return nil, target, err
-		}
-		opts := &goredis.FailoverOptions{
-			MasterName: c.RedisSentinelMaster, SentinelAddrs: c.RedisSentinelAddrs, SentinelPassword: c.RedisSentinelPassword,
-			Username: c.RedisUsername, Password: password, DB: c.RedisDB, TLSConfig: tc,
-		}
-		c.applyClientSettings(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout, &opts.MaxRetries, &opts.PoolSize, &opts.Protocol)
-		target.addrs = c.RedisSentinelAddrs
-		return goredis.NewFailoverClient(opts), target, nil
-	}
-	return nil, target, errors.New("no Redis configured")
-}
-
-// applyClientSettings sets what every topology shares: timeouts, retries, pool size, and
-// RESP2. bigseg needs nothing of RESP3, and go-redis checks for RESP3 push notifications
-// around every read, which cost about 7% of CPU in the cold benchmark.
-func (c config) applyClientSettings(dial, read, write *time.Duration, retries, pool, protocol *int) {
-	*dial, *read, *write = c.RedisDialTimeout, c.RedisReadTimeout, c.RedisWriteTimeout
-	*retries, *pool = c.RedisMaxRetries, c.RedisPoolSize
-	if c.RedisMaxRetries == 0 {
-		*retries = -1 // go-redis reads 0 as "its default, 3"; -1 is none
-	}
-	*protocol = 2
+	return goredis.NewUniversalClient(o), redisTarget{topology: c.topology(), addrs: o.Addrs, tls: o.TLSConfig != nil}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"sync"
 	"time"
 
@@ -19,136 +20,203 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the HTTP service until ctx ends, then shuts down in the order load balancers
-// need: /readyz turns 503 while requests are still served for BIGSEG_SHUTDOWN_DELAY, then the
-// server stops taking requests and lets in-flight ones finish (status streams end at once),
-// then the poller stops, then the Redis client closes.
-func serve(ctx context.Context, cfg config, logOut io.Writer) error {
+// serve runs the HTTP service until ctx ends or an interrupt arrives, then shuts it down (see
+// app.shutdown).
+func serve(ctx context.Context, interrupts <-chan os.Signal, cfg config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
-
-	st, err := openStore(cfg, log)
+	a, err := newApp(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer a.close()
+	return a.run(ctx, interrupts)
+}
 
+// app is the service's parts, built from the configuration by newApp; it owns every resource
+// they hold, and close releases them.
+type app struct {
+	cfg   config
+	log   *slog.Logger
+	store openedStore
+	svc   *segments.Service
+	srv   *http.Server
+	ln    *connLimit
+	sides []*sideServer // the metrics and profiler listeners, when configured
+	stop  chan struct{} // closed when the server shuts down: status streams end
+}
+
+// newApp opens the store and the listeners and wires the service, its metrics and its HTTP
+// API. Nothing runs yet.
+func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
+	a := &app{cfg: cfg, log: log, stop: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if a.store, err = openStore(cfg, log); err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	if st.poolStats != nil {
-		m.WatchRedisPool(st.poolStats)
+	if a.store.poolStats != nil {
+		m.WatchRedisPool(a.store.poolStats)
 	}
-	svc := segments.New(st.store,
+	a.svc = segments.New(a.store.store,
 		segments.WithCache(cfg.CacheSize, cfg.CacheTTL),
 		segments.WithPollInterval(cfg.StatusPollInterval),
 		segments.WithStaleAfter(cfg.StaleAfter),
+		segments.WithLookupTimeout(cfg.LookupTimeout),
 		segments.WithCoalescing(cfg.StoreReadsInFlight, segments.DefaultMaxReadBatch),
+		segments.WithReadyRequiresFresh(cfg.ReadyRequiresFresh),
 		segments.WithLogger(log),
 		segments.WithObserver(m),
 	)
-	m.WatchCache(svc.CacheLen)
-
-	tokens, err := cfg.apiTokens()
-	if err != nil {
-		return err
-	}
+	m.WatchCache(a.svc.CacheLen)
+	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
-	apiMetrics := metricsHandler
-	if cfg.MetricsAddr != "" {
-		apiMetrics = nil
+	if err := a.listen(metricsHandler); err != nil {
+		return nil, err
 	}
-	drain, stop := make(chan struct{}), make(chan struct{})
-	m.WatchReady(func() bool { return handlers.NotReady(svc, cfg.ReadyRequiresFresh, drain) == "" })
-	handler := handlers.New(svc,
-		handlers.WithLogger(log),
-		handlers.WithStoreName(st.name),
-		handlers.WithMaxKeyBytes(cfg.MaxKeyBytes),
-		handlers.WithMaxBatch(cfg.MaxBatch),
-		handlers.WithMaxBodyBytes(cfg.MaxBodyBytes),
-		handlers.WithReadyRequiresFresh(cfg.ReadyRequiresFresh),
-		handlers.WithRequestObserver(m.ObserveRequest),
-		handlers.WithMetrics(apiMetrics),
-		handlers.WithAPITokens(tokens),
-		handlers.WithLoadShedding(cfg.MaxInflight, cfg.ShedWait),
-		handlers.WithAccessLog(cfg.AccessLog),
-		handlers.WithDrain(drain),
-		handlers.WithStop(stop),
-	)
-
-	ln, err := net.Listen("tcp", cfg.Addr)
+	m.WatchConnections(a.ln.Open)
+	handler, err := a.handler(m, metricsHandler)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{
+	a.srv = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ConnState:         a.ln.ConnState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	srv.RegisterOnShutdown(func() { close(stop) })
+	a.srv.RegisterOnShutdown(func() { close(a.stop) })
+	return a, nil
+}
 
-	pollCtx, stopPoll := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = svc.Run(pollCtx) })
-	defer func() {
-		stopPoll()
-		wg.Wait()
-	}()
-
-	if cfg.PprofAddr != "" {
-		stopPprof, err := serveSide("pprof", cfg.PprofAddr, pprofMux(), log)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		defer stopPprof()
+// listen opens the API's listener, under the connection limit, and the side listeners.
+func (a *app) listen(metricsHandler http.Handler) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
 	}
-	if cfg.MetricsAddr != "" {
+	a.ln = newConnLimit(ln, a.cfg.MaxConns)
+	if a.cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metricsHandler)
-		stopMetrics, err := serveSide("metrics", cfg.MetricsAddr, mux, log)
-		if err != nil {
-			ln.Close()
+		if err := a.side("metrics", a.cfg.MetricsAddr, mux); err != nil {
 			return err
 		}
-		defer stopMetrics()
 	}
+	if a.cfg.PprofAddr != "" {
+		return a.side("pprof", a.cfg.PprofAddr, pprofMux())
+	}
+	return nil
+}
 
+// handler builds the HTTP API.
+func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Handler, error) {
+	tokens, err := a.cfg.apiTokens()
+	if err != nil {
+		return nil, err
+	}
+	if a.cfg.MetricsAddr != "" {
+		metricsHandler = nil // served on its own listener only
+	}
+	return handlers.New(a.svc,
+		handlers.WithLogger(a.log),
+		handlers.WithStoreName(a.store.name),
+		handlers.WithMaxKeyBytes(a.cfg.MaxKeyBytes),
+		handlers.WithMaxBatch(a.cfg.MaxBatch),
+		handlers.WithMaxBatchRefs(a.cfg.MaxBatchRefs),
+		handlers.WithMaxBodyBytes(a.cfg.MaxBodyBytes),
+		handlers.WithBodyReadTimeout(a.cfg.BodyReadTimeout),
+		handlers.WithMaxStreams(a.cfg.MaxStreams),
+		handlers.WithRequestObserver(m.ObserveRequest),
+		handlers.WithMetrics(metricsHandler),
+		handlers.WithAPITokens(tokens),
+		handlers.WithLoadShedding(a.cfg.MaxInflight, a.cfg.ShedWait),
+		handlers.WithAccessLog(a.cfg.AccessLog),
+		handlers.WithStop(a.stop),
+	), nil
+}
+
+// run serves until ctx ends or an interrupt arrives, then shuts down. The status poller runs
+// meanwhile and stops only once the server has.
+func (a *app) run(ctx context.Context, interrupts <-chan os.Signal) error {
+	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.svc.Run(pollCtx) })
+	defer func() {
+		stopPolling()
+		wg.Wait()
+	}()
+	for _, s := range a.sides {
+		s.start(a.log)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "store", st.name, "auth", len(tokens) > 0,
-		"pollInterval", svc.PollInterval().String(), "staleAfter", svc.StaleAfter().String())
-
+	go func() { serveErr <- a.srv.Serve(a.ln) }()
+	a.log.Info("listening", "addr", a.ln.Addr().String(), "store", a.store.name, "auth", a.cfg.APITokensFile != "" || len(a.cfg.APITokens) > 0,
+		"pollInterval", a.svc.PollInterval().String(), "staleAfter", a.svc.StaleAfter().String(), "lookupTimeout", a.cfg.LookupTimeout.String())
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	case <-interrupts:
 	}
-	close(drain)
-	log.Info("shutting down: not ready, still serving", "delay", cfg.ShutdownDelay.String())
+	return a.shutdown(interrupts, serveErr)
+}
+
+// shutdown stops serving in the order load balancers need: /readyz turns 503 and every answer
+// says "Connection: close" for BIGSEG_SHUTDOWN_DELAY (a further interrupt ends the delay),
+// while requests are still served; then the listener closes and in-flight requests get up to
+// BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
+func (a *app) shutdown(interrupts <-chan os.Signal, serveErr <-chan error) error {
+	a.svc.Drain()
+	a.log.Info("shutting down: not ready, still serving", "delay", a.cfg.ShutdownDelay.String())
+	delay := time.NewTimer(a.cfg.ShutdownDelay)
+	defer delay.Stop()
 	select {
-	case <-time.After(cfg.ShutdownDelay):
+	case <-delay.C:
+	case <-interrupts:
+		a.log.Info("shutting down: delay cut short by a second signal")
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("shutting down: closing the listener, finishing requests", "timeout", cfg.ShutdownTimeout.String())
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := a.srv.Shutdown(ctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("stopped")
+	a.log.Info("stopped")
 	return nil
+}
+
+// close releases what newApp opened: the side listeners, the API's listener if it never
+// served, and the store (the Redis client).
+func (a *app) close() {
+	for _, s := range a.sides {
+		s.stop()
+	}
+	if a.ln != nil {
+		a.ln.Close()
+	}
+	if a.store.close != nil {
+		a.store.close()
+	}
 }
 
 // openedStore is the configured store and what main must do with it.
@@ -162,10 +230,10 @@ type openedStore struct {
 // openStore opens the configured store.
 func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 	if cfg.topology() == topologyNone {
-		var f *memory.Fixture
+		var f *fixture.Fixture
 		if cfg.SeedFile != "" {
 			var err error
-			if f, err = memory.ReadFixtureFile(cfg.SeedFile); err != nil {
+			if f, err = fixture.ReadFile(cfg.SeedFile); err != nil {
 				return openedStore{}, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
 			}
 		}
@@ -174,7 +242,6 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 			"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
 		return openedStore{store: store, name: "memory", close: func() {}}, nil
 	}
-	goredis.SetLogger(redisLogger{log})
 	client, target, err := newRedisClient(cfg)
 	if err != nil {
 		return openedStore{}, err
@@ -196,14 +263,6 @@ func poolStats(s *goredis.PoolStats) metrics.PoolStats {
 	}
 }
 
-// redisLogger sends go-redis's own log lines (reconnection attempts and the like) to slog at
-// debug level: failures reach operators through lookups, polls and metrics instead.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
-}
-
 func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -213,22 +272,39 @@ func pprofMux() *http.ServeMux {
 	return mux
 }
 
-// serveSide serves h on a listener of its own (metrics or the profiler, kept apart from the
-// API); the returned function stops it and waits for it.
-func serveSide(name, addr string, h http.Handler, log *slog.Logger) (func(), error) {
+// sideServer serves the metrics or the profiler on a listener of their own, kept apart from
+// the API.
+type sideServer struct {
+	name string
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{} // closed once Serve has returned; nil if never started
+}
+
+// side opens a side listener; run starts it.
+func (a *app) side(name, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s listener: %w", name, err)
+		return fmt.Errorf("%s listener: %w", name, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
+	a.sides = append(a.sides, &sideServer{name: name, ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}})
+	return nil
+}
+
+func (s *sideServer) start(log *slog.Logger) {
+	s.done = make(chan struct{})
 	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
+		defer close(s.done)
+		_ = s.srv.Serve(s.ln)
 	}()
-	log.Info("side listener", "for", name, "addr", ln.Addr().String())
-	return func() {
-		srv.Close()
-		<-done
-	}, nil
+	log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String())
+}
+
+// stop stops the server and waits for it, or closes the listener if it never served.
+func (s *sideServer) stop() {
+	s.srv.Close()
+	s.ln.Close()
+	if s.done != nil {
+		<-s.done
+	}
 }

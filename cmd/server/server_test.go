@@ -110,11 +110,10 @@ type server struct {
 // test ends, and waits until it listens.
 func start(t *testing.T, env map[string]string) *server {
 	t.Helper()
-	setEnv(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	l := newLogs()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"server"}, io.Discard, l) }()
+	go func() { done <- runProgram(ctx, env, io.Discard, l) }()
 	var stopOnce sync.Once
 	var stopErr error
 	stop := func() error {
@@ -151,25 +150,21 @@ func start(t *testing.T, env map[string]string) *server {
 	}
 }
 
-// setEnv sets every BIGSEG_ variable for the test: the given ones, test defaults for the
-// rest, and nothing inherited from the machine.
-func setEnv(t *testing.T, env map[string]string) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "BIGSEG_") && !strings.HasPrefix(k, "BIGSEG_TEST_") && k != "BIGSEG_REQUIRE_REDIS" {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-	}
+// environ is the environment a test runs the program with: env over test defaults, and
+// nothing from the machine, so that tests with different settings run side by side.
+func environ(env map[string]string) func(string) string {
 	defaults := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SHUTDOWN_DELAY": "0s"}
-	for k, v := range defaults {
-		if _, ok := env[k]; !ok {
-			t.Setenv(k, v)
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
 		}
+		return defaults[k]
 	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
+}
+
+// runProgram runs the program in-process: "server" with args, in env.
+func runProgram(ctx context.Context, env map[string]string, stdout, stderr io.Writer, args ...string) error {
+	return run(ctx, nil, append([]string{"server"}, args...), environ(env), stdout, stderr)
 }
 
 func (s *server) get(t *testing.T, path string) (*http.Response, []byte) {
@@ -361,8 +356,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
-			setEnv(t, tt.env)
-			err := run(context.Background(), []string{"server"}, io.Discard, io.Discard)
+			err := runProgram(context.Background(), tt.env, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("run = %v, want an error containing %q", err, tt.want)
 			}
@@ -375,7 +369,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestHelpListsEveryVariable(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"server", "-h"}, &out, io.Discard); err != nil {
+	if err := runProgram(context.Background(), nil, &out, io.Discard, "-h"); err != nil {
 		t.Fatal(err)
 	}
 	typ := reflect.TypeFor[config]()
@@ -395,7 +389,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 			t.Errorf("BIGSEG_%s listed without its default %q: %s", f.Tag.Get("envconfig"), d, line)
 		}
 	}
-	if err := run(context.Background(), []string{"server", "bogus"}, io.Discard, io.Discard); err == nil {
+	if err := runProgram(context.Background(), nil, io.Discard, io.Discard, "bogus"); err == nil {
 		t.Error("unknown command accepted")
 	}
 }

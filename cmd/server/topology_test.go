@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,22 +19,21 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/redistest"
-	"github.com/bigseg/bigseg/storage/memory"
+	"github.com/bigseg/bigseg/storage/fixture"
 )
 
 // loadFile runs "server load" with the given environment.
 func loadFile(t *testing.T, env map[string]string, args ...string) (string, error) {
 	t.Helper()
-	setEnv(t, env)
 	var out, errOut bytes.Buffer
-	err := run(context.Background(), append([]string{"server", "load"}, args...), &out, &errOut)
+	err := runProgram(context.Background(), env, &out, &errOut, append([]string{"load"}, args...)...)
 	return out.String() + errOut.String(), err
 }
 
 // expectFixtureServed reads every context of the fixture back through HTTP and compares.
 func expectFixtureServed(t *testing.T, srv *server, path string) {
 	t.Helper()
-	f, err := memory.ReadFixtureFile(path)
+	f, err := fixture.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +220,9 @@ func TestRedisConfigConflicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
-			setEnv(t, tt.env)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err := run(ctx, []string{"server"}, io.Discard, io.Discard)
+			err := runProgram(ctx, tt.env, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("run = %v, want an error containing %q", err, tt.want)
 			}
@@ -239,20 +238,19 @@ func TestRedisConfigConflicts(t *testing.T) {
 func TestHealthcheck(t *testing.T) {
 	srv := start(t, nil)
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"server", "healthcheck", "--url", srv.URL + "/livez"}, &out, io.Discard); err != nil || out.String() != "ok\n" {
+	if err := runProgram(context.Background(), nil, &out, io.Discard, "healthcheck", "--url", srv.URL+"/livez"); err != nil || out.String() != "ok\n" {
 		t.Errorf("healthcheck of a live server: %v %q", err, out.String())
 	}
 	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
-	t.Setenv("BIGSEG_ADDR", ":"+port) // as in the Docker image: the port of BIGSEG_ADDR on 127.0.0.1
-	if err := run(context.Background(), []string{"server", "healthcheck"}, io.Discard, io.Discard); err != nil {
+	// as in the Docker image: the port of BIGSEG_ADDR on 127.0.0.1
+	if err := runProgram(context.Background(), map[string]string{"BIGSEG_ADDR": ":" + port}, io.Discard, io.Discard, "healthcheck"); err != nil {
 		t.Errorf("healthcheck by BIGSEG_ADDR: %v", err)
 	}
 	srv.stop()
-	if err := run(context.Background(), []string{"server", "healthcheck", "--url", srv.URL + "/livez", "--timeout", "1s"}, io.Discard, io.Discard); err == nil {
+	if err := runProgram(context.Background(), nil, io.Discard, io.Discard, "healthcheck", "--url", srv.URL+"/livez", "--timeout", "1s"); err == nil {
 		t.Error("healthcheck of a stopped server succeeded")
 	}
-	t.Setenv("BIGSEG_ADDR", "127.0.0.1:0")
-	if err := run(context.Background(), []string{"server", "healthcheck"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no fixed port") {
+	if err := runProgram(context.Background(), map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"}, io.Discard, io.Discard, "healthcheck"); err == nil || !strings.Contains(err.Error(), "no fixed port") {
 		t.Errorf("healthcheck with port 0: %v", err)
 	}
 }
@@ -268,8 +266,7 @@ func writeFile(t *testing.T, path, content string) {
 // as "its default, 3" and -1 as none, and stores none as 0 once the client is made.
 func TestMaxRetries(t *testing.T) {
 	for env, want := range map[string]int{"0": 0, "1": 1, "2": 2} {
-		setEnv(t, map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_MAX_RETRIES": env})
-		cfg, err := loadConfig()
+		cfg, err := loadConfig(environ(map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_MAX_RETRIES": env}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,5 +278,73 @@ func TestMaxRetries(t *testing.T) {
 			t.Errorf("BIGSEG_REDIS_MAX_RETRIES=%s: go-redis MaxRetries %d, want %d", env, got, want)
 		}
 		c.Close()
+	}
+}
+
+// "synchronizedOn": 0 means never synchronized, in "server load" as in the embedded store:
+// instances reading that Redis report the data stale, and stay available and ready.
+func TestLoadNeverSynchronized(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	path := filepath.Join(t.TempDir(), "never.json")
+	writeFile(t, path, `{"synchronizedOn": 0, "contexts": {"alice": {"included": ["a.g1"]}}}`)
+	env := map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix}
+	// Flags may also follow the file name.
+	if out, err := loadFile(t, env, path, "--replace"); err != nil || !strings.Contains(out, "synchronized_on 0") {
+		t.Fatalf("load: %v\n%s", err, out)
+	}
+	if v, _ := c.Get(context.Background(), prefix+":big_segments_synchronized_on").Result(); v != "0" {
+		t.Errorf("synchronized_on = %q, want 0", v)
+	}
+	srv := start(t, env)
+	var body []byte
+	waitFor(t, "the first poll", func() bool {
+		_, body = srv.get(t, "/status")
+		return apitest.Decode[map[string]any](t, body)["checkedAt"] != nil
+	})
+	if st := apitest.Decode[map[string]any](t, body); st["available"] != true || st["stale"] != true || st["lastSynchronizedOn"] != 0.0 {
+		t.Errorf("/status after loading a never-synchronized fixture: %s", body)
+	}
+	if resp, body := srv.get(t, "/readyz"); resp.StatusCode != 200 {
+		t.Errorf("/readyz: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := srv.get(t, "/memberships/alice"); resp.StatusCode != 200 || apitest.Decode[lookup](t, body).Status != "STALE" {
+		t.Errorf("lookup: %d %s, want 200 STALE", resp.StatusCode, body)
+	}
+}
+
+// The healthcheck asks the host BIGSEG_ADDR names, not always 127.0.0.1.
+func TestHealthcheckDialsTheListenAddress(t *testing.T) {
+	port := strconv.Itoa(redistest.FreePort(t))
+	srv := start(t, map[string]string{"BIGSEG_ADDR": "127.0.0.2:" + port})
+	if !strings.HasPrefix(srv.URL, "http://127.0.0.2:") {
+		t.Fatalf("listening on %s", srv.URL)
+	}
+	if err := runProgram(context.Background(), map[string]string{"BIGSEG_ADDR": "127.0.0.2:" + port}, io.Discard, io.Discard, "healthcheck"); err != nil {
+		t.Errorf("healthcheck of 127.0.0.2:%s: %v", port, err)
+	}
+	for addr, want := range map[string]string{":8080": "http://127.0.0.1:8080/livez", "0.0.0.0:8080": "http://127.0.0.1:8080/livez",
+		"[::]:8080": "http://[::1]:8080/livez", "10.1.2.3:8080": "http://10.1.2.3:8080/livez", "[fd00::1]:8080": "http://[fd00::1]:8080/livez"} {
+		if got, err := livezURL(addr); err != nil || got != want {
+			t.Errorf("livezURL(%q) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+}
+
+// A rediss:// URL with an IPv6 host verifies the certificate against that host, not "[".
+func TestRedisTLSServerNameIPv6(t *testing.T) {
+	for url, want := range map[string]string{"rediss://[::1]:6380": "::1", "rediss://redis.internal:6380": "redis.internal",
+		"rediss://10.0.0.1:6380/2": "10.0.0.1"} {
+		cfg, err := loadConfig(environ(map[string]string{"BIGSEG_REDIS_URL": url}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := cfg.redisOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.TLSConfig == nil || o.TLSConfig.ServerName != want {
+			t.Errorf("%s: TLS server name %v, want %q", url, o.TLSConfig, want)
+		}
 	}
 }

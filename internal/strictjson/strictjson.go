@@ -13,14 +13,22 @@ import (
 	"unicode/utf8"
 )
 
-// CheckText reports the first byte offset of data where it holds invalid UTF-8 or a \u escape
-// of a lone UTF-16 surrogate, or nil. It does not check that data is valid JSON.
+// TextError is the error of CheckText: what is wrong, and at which byte offset.
+type TextError struct {
+	Offset int
+	What   string
+}
+
+func (e *TextError) Error() string { return fmt.Sprintf("%s at byte %d", e.What, e.Offset) }
+
+// CheckText reports the first place where data holds invalid UTF-8 or a \u escape of a lone
+// UTF-16 surrogate, as a *TextError, or nil. It does not check that data is valid JSON.
 func CheckText(data []byte) error {
 	if !utf8.Valid(data) {
 		for i := 0; i < len(data); {
 			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size == 1 {
-				return fmt.Errorf("invalid UTF-8 at byte %d", i)
+				return &TextError{i, "invalid UTF-8"}
 			}
 			i += size
 		}
@@ -37,14 +45,14 @@ func CheckText(data []byte) error {
 		switch {
 		case !ok || !utf16.IsSurrogate(r):
 		case r >= 0xDC00: // a low surrogate with no high one before it
-			return fmt.Errorf("lone UTF-16 surrogate \\u%04x at byte %d", r, i)
+			return &TextError{i, fmt.Sprintf("lone UTF-16 surrogate \\u%04x", r)}
 		default:
 			low, ok := rune(0), i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u'
 			if ok {
 				low, ok = hex4(data, i+8)
 			}
 			if !ok || low < 0xDC00 || low > 0xDFFF {
-				return fmt.Errorf("lone UTF-16 surrogate \\u%04x at byte %d", r, i)
+				return &TextError{i, fmt.Sprintf("lone UTF-16 surrogate \\u%04x", r)}
 			}
 			i += 6 // past the high surrogate; the loop steps over the low one's backslash
 		}
@@ -67,6 +75,19 @@ var ErrNotObject = errors.New("not a JSON object")
 // written) for it to decode the value with dec.Decode. A name that field does not know must
 // make it return an error; a name that appears twice is an error here.
 func Object(dec *json.Decoder, field func(name string) error) error {
+	seen := map[string]bool{}
+	return Members(dec, func(name string) error {
+		if seen[name] {
+			return fmt.Errorf("field %q appears twice", name)
+		}
+		seen[name] = true
+		return field(name)
+	})
+}
+
+// Members reads one JSON object from dec as Object does, but leaves repeated names to member:
+// for objects used as maps, where the caller can say better what a repeated key means.
+func Members(dec *json.Decoder, member func(name string) error) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return err
@@ -74,18 +95,12 @@ func Object(dec *json.Decoder, field func(name string) error) error {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return ErrNotObject
 	}
-	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return err
 		}
-		name := tok.(string) // object keys are always strings
-		if seen[name] {
-			return fmt.Errorf("field %q appears twice", name)
-		}
-		seen[name] = true
-		if err := field(name); err != nil {
+		if err := member(tok.(string)); err != nil { // object keys are always strings
 			return err
 		}
 	}

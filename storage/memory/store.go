@@ -1,5 +1,5 @@
-// Package memory is the embedded Big Segments store: memberships loaded from a fixture file
-// and held in memory. It lets bigseg run, and be tried, without Redis; it is not a production
+// Package memory is the embedded Big Segments store: memberships loaded from a fixture (see
+// package fixture) and held in memory. It lets bigseg run, and be tried, without Redis; it is not a production
 // store, since nothing keeps it synchronized.
 package memory
 
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 )
 
 // Store is a segments.Store over an in-memory snapshot. It is safe for concurrent use, and
@@ -26,14 +27,14 @@ type snapshot struct {
 
 // New returns a store holding f. When f has no synchronizedOn, loadedAt counts as the
 // synchronization time. A nil f is an empty store synchronized at loadedAt.
-func New(f *Fixture, loadedAt time.Time) *Store {
+func New(f *fixture.Fixture, loadedAt time.Time) *Store {
 	s := &Store{}
 	s.Replace(f, loadedAt)
 	return s
 }
 
 // Replace swaps in f, with the same rules as New.
-func (s *Store) Replace(f *Fixture, loadedAt time.Time) {
+func (s *Store) Replace(f *fixture.Fixture, loadedAt time.Time) {
 	snap := &snapshot{memberships: make(map[string]segments.Membership), synced: loadedAt}
 	if f != nil {
 		for _, c := range f.Contexts {

@@ -7,14 +7,15 @@ import (
 
 	"github.com/bigseg/bigseg/internal/storetest"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
 )
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, seed storetest.Seed) segments.Store {
-		f := &memory.Fixture{SynchronizedOn: &seed.SynchronizedOn}
+		f := &fixture.Fixture{SynchronizedOn: &seed.SynchronizedOn}
 		for h, e := range seed.Contexts {
-			f.Contexts = append(f.Contexts, memory.Context{Hash: h, Included: e.Included, Excluded: e.Excluded})
+			f.Contexts = append(f.Contexts, fixture.Context{Hash: h, Included: e.Included, Excluded: e.Excluded})
 		}
 		return memory.New(f, time.Now())
 	})
@@ -22,7 +23,7 @@ func TestContract(t *testing.T) {
 
 func TestLoadTimeCountsAsSynchronization(t *testing.T) {
 	loaded := time.UnixMilli(1764430000000)
-	f, err := memory.ParseFixture([]byte(`{"contexts":{"alice":{"included":["a.g1"]}}}`))
+	f, err := fixture.Parse([]byte(`{"contexts":{"alice":{"included":["a.g1"]}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestReplace(t *testing.T) {
 	if s.Len() != 0 {
 		t.Fatalf("Len = %d, want 0", s.Len())
 	}
-	f, err := memory.ParseFixture([]byte(`{"contexts":{"alice":{"included":["a.g1"]},"bob":{}}}`))
+	f, err := fixture.Parse([]byte(`{"contexts":{"alice":{"included":["a.g1"]},"bob":{}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

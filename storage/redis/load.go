@@ -9,14 +9,9 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-)
 
-// Context is one context's refs, to be written by Load.
-type Context struct {
-	Hash     string
-	Included []string
-	Excluded []string
-}
+	"github.com/bigseg/bigseg/storage/fixture"
+)
 
 // LoadOptions tune Load.
 type LoadOptions struct {
@@ -47,7 +42,7 @@ type LoadStats struct {
 // which Redis Cluster cannot run across slots (a context's two sets are in different slots):
 // additions are written before removals, so a reader during a load sees a context's old refs,
 // its new ones, or both, never neither.
-func (s *Store) Load(ctx context.Context, contexts []Context, opts LoadOptions) (LoadStats, error) {
+func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadOptions) (LoadStats, error) {
 	batch := opts.BatchSize
 	if batch <= 0 {
 		batch = 1000
@@ -83,7 +78,7 @@ func (s *Store) Load(ctx context.Context, contexts []Context, opts LoadOptions) 
 	return st, nil
 }
 
-func (s *Store) loadBatch(ctx context.Context, chunk []Context, replace bool, st *LoadStats) error {
+func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *LoadStats) error {
 	// With Replace, read what is there first, to know what to remove.
 	var current []*goredis.StringSliceCmd
 	if replace {

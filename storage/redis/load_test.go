@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -39,11 +40,11 @@ func TestLoad(t *testing.T) {
 	c.SAdd(ctx, other.IncludeKey(segments.Hash("bystander")), "keep.g1")
 	t.Cleanup(func() { c.Del(ctx, other.IncludeKey(segments.Hash("bystander"))) })
 
-	ctxOf := func(key string, inc, exc []string) redis.Context {
-		return redis.Context{Hash: segments.Hash(key), Included: inc, Excluded: exc}
+	ctxOf := func(key string, inc, exc []string) fixture.Context {
+		return fixture.Context{Hash: segments.Hash(key), Included: inc, Excluded: exc}
 	}
 	synced := time.UnixMilli(1764430000000)
-	first := []redis.Context{
+	first := []fixture.Context{
 		ctxOf("alice", []string{"a.g1", "b.g1"}, []string{"c.g1"}),
 		ctxOf("bob", nil, []string{"a.g1"}),
 		ctxOf("carol", []string{"a.g1"}, nil),
@@ -76,7 +77,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	// Without --replace, a load only adds.
-	second := []redis.Context{ctxOf("alice", []string{"a.g1"}, nil), ctxOf("dave", []string{"d.g1"}, nil)}
+	second := []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil), ctxOf("dave", []string{"d.g1"}, nil)}
 	if _, err := store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced}); err != nil {
 		t.Fatal(err)
 	}

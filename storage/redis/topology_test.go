@@ -14,17 +14,18 @@ import (
 
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // fixture returns n contexts with distinct refs, and their expected memberships by hash.
-func fixture(n int) ([]redis.Context, []string, map[string]map[string]bool) {
-	var contexts []redis.Context
+func contextsOf(n int) ([]fixture.Context, []string, map[string]map[string]bool) {
+	var contexts []fixture.Context
 	var hashes []string
 	want := map[string]map[string]bool{}
 	for i := range n {
 		h := segments.Hash(fmt.Sprintf("user-%d", i))
-		c := redis.Context{Hash: h, Included: []string{fmt.Sprintf("seg-%d.g1", i%7)}, Excluded: []string{fmt.Sprintf("seg-%d.g2", i%5)}}
+		c := fixture.Context{Hash: h, Included: []string{fmt.Sprintf("seg-%d.g1", i%7)}, Excluded: []string{fmt.Sprintf("seg-%d.g2", i%5)}}
 		contexts = append(contexts, c)
 		hashes = append(hashes, h)
 		want[h] = map[string]bool{c.Included[0]: true, c.Excluded[0]: false}
@@ -73,7 +74,7 @@ func TestCluster(t *testing.T) {
 	client := cluster.Client(t)
 	hook := &roundTrips{}
 	client.AddHook(hook)
-	contexts, hashes, want := fixture(300)
+	contexts, hashes, want := contextsOf(300)
 
 	for _, prefix := range []string{"launchdarkly", "{ld}"} {
 		t.Run(prefix, func(t *testing.T) {
@@ -143,7 +144,7 @@ func readContinuously(t *testing.T, store *redis.Store, hashes []string, want ma
 func TestClusterReshardDuringReads(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
-	contexts, hashes, want := fixture(500)
+	contexts, hashes, want := contextsOf(500)
 	store := redis.New(client, "launchdarkly")
 	if _, err := store.Load(context.Background(), contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -185,7 +186,7 @@ func TestClusterNodeRestartDuringReads(t *testing.T) {
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs(),
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: 1})
 	t.Cleanup(func() { client.Close() })
-	contexts, hashes, want := fixture(300)
+	contexts, hashes, want := contextsOf(300)
 	store := redis.New(client, "launchdarkly")
 	if _, err := store.Load(context.Background(), contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func TestSentinelFailoverDuringReads(t *testing.T) {
 	client := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: set.MasterName, SentinelAddrs: []string{set.Sentinel.Addr()},
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: 1})
 	t.Cleanup(func() { client.Close() })
-	contexts, hashes, want := fixture(200)
+	contexts, hashes, want := contextsOf(200)
 	store := redis.New(client, "launchdarkly")
 	ctx := context.Background()
 	if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto_ "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The settings of the hostile-client test: small, so that the bounds they imply are tight.
+const (
+	hostileMaxConns     = 300
+	hostileMaxStreams   = 50
+	hostileMaxInflight  = 16
+	hostileMaxBodyBytes = 64 << 10
+	hostileBigRefs      = 5000 // refs of the context the amplifying batches ask for
+)
+
+// TestHostileClients runs the real program as a process and attacks it, all at once and for a
+// few seconds, the ways a hostile client can: made-up methods, bodies sent a byte at a time,
+// far more status streams than allowed, batches that ask for one huge context a thousand
+// times, and a flood of connections that send nothing. Meanwhile a well-behaved client keeps
+// looking up. Its lookups must all succeed, and what the process holds (memory, goroutines,
+// file descriptors, metric series) must stay within bounds that follow from the settings.
+func TestHostileClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test: not in -short runs")
+	}
+	p := startProcess(t, map[string]string{
+		"BIGSEG_SEED_FILE": hostileSeed(t), "BIGSEG_LOG_LEVEL": "info",
+		"BIGSEG_MAX_CONNS": strconv.Itoa(hostileMaxConns), "BIGSEG_MAX_STREAMS": strconv.Itoa(hostileMaxStreams),
+		"BIGSEG_MAX_INFLIGHT": strconv.Itoa(hostileMaxInflight), "BIGSEG_SHED_WAIT": "100ms",
+		"BIGSEG_MAX_BODY_BYTES": strconv.Itoa(hostileMaxBodyBytes), "BIGSEG_BODY_READ_TIMEOUT": "1s",
+		"BIGSEG_READ_HEADER_TIMEOUT": "2s", "BIGSEG_MAX_BATCH_REFS": "20000",
+	})
+	addr := strings.TrimPrefix(p.URL, "http://")
+	good := newGoodClient(p.URL)
+	good.lookup() // warm up
+	before := p.holdings(t)
+	goroutinesBefore := metricValue(t, good, p.URL, "go_goroutines")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	var attackers sync.WaitGroup
+	attack := func(n int, f func(ctx context.Context, addr string)) {
+		for range n {
+			attackers.Go(func() { f(ctx, addr) })
+		}
+	}
+	attack(20, madeUpMethods)
+	attack(100, slowBody)
+	attack(500, holdStream)
+	attack(8, amplifyingBatches)
+	attack(1000, silentConnection)
+
+	var peak holdings
+	var peakGoroutines float64
+	for ctx.Err() == nil {
+		good.lookup()
+		h := p.holdings(t)
+		peak.rssBytes, peak.threads, peak.fds = max(peak.rssBytes, h.rssBytes), max(peak.threads, h.threads), max(peak.fds, h.fds)
+		peakGoroutines = max(peakGoroutines, metricValue(t, good, p.URL, "go_goroutines"))
+	}
+	attackers.Wait()
+	good.lookup()
+
+	if good.failed.Load() > 0 {
+		t.Errorf("the well-behaved client: %d of %d lookups failed, e.g. %v", good.failed.Load(), good.ok.Load()+good.failed.Load(), good.failure.Load())
+	}
+	if good.retried.Load() > good.ok.Load()/10 {
+		t.Errorf("the well-behaved client retried %d of %d lookups on a closed connection", good.retried.Load(), good.ok.Load())
+	}
+	// Bounds that follow from the settings: per connection a goroutine for it and one reading
+	// ahead, its buffers and an fd; per running or waiting request its body and answer buffers;
+	// and a margin for the runtime, the poller and the listeners.
+	maxGoroutines := goroutinesBefore + 2*hostileMaxConns + 50
+	maxFDs := before.fds + hostileMaxConns + 20
+	maxRSS := before.rssBytes + hostileMaxConns*(64<<10) + 2*hostileMaxInflight*(2*hostileMaxBodyBytes+64<<10) + 64<<20
+	t.Logf("before: %v, %v goroutines; peak under attack: %v, %v goroutines; the good client: %d lookups, %d retried",
+		before, goroutinesBefore, peak, peakGoroutines, good.ok.Load(), good.retried.Load())
+	if peakGoroutines > maxGoroutines {
+		t.Errorf("%v goroutines at the peak, over the bound of %v", peakGoroutines, maxGoroutines)
+	}
+	if peak.fds > maxFDs {
+		t.Errorf("%d fds at the peak, over the bound of %d", peak.fds, maxFDs)
+	}
+	switch {
+	case raceEnabled:
+		t.Log("RSS not checked: the race detector multiplies it (CI runs this test without -race too)")
+	case peak.rssBytes > maxRSS:
+		t.Errorf("RSS %d MiB at the peak, over the bound of %d MiB", peak.rssBytes>>20, maxRSS>>20)
+	}
+	checkMetricSeries(t, good, p.URL)
+	waitFor(t, "goroutines back near their baseline", func() bool {
+		return metricValue(t, good, p.URL, "go_goroutines") <= goroutinesBefore+20
+	})
+}
+
+// hostileSeed writes a fixture with a few ordinary contexts and one with hostileBigRefs refs.
+func hostileSeed(t *testing.T) string {
+	t.Helper()
+	refs := make([]string, hostileBigRefs)
+	for i := range refs {
+		refs[i] = fmt.Sprintf("segment-number-%05d.g1", i)
+	}
+	f := map[string]any{"contexts": map[string]any{
+		"alice": map[string][]string{"included": {"beta.g1"}},
+		"bob":   map[string][]string{"excluded": {"beta.g1"}},
+		"huge":  map[string][]string{"included": refs},
+	}}
+	b, _ := json.Marshal(f)
+	path := filepath.Join(t.TempDir(), "seed.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// goodClient looks up the way a real client does, with keep-alive connections, retrying once
+// a request whose connection closed under it (as net/http's client does on its own for
+// idempotent requests: a server may close an idle connection just as a request is sent on it).
+type goodClient struct {
+	base    string
+	client  *http.Client
+	ok      atomic.Int64
+	retried atomic.Int64
+	failed  atomic.Int64
+	failure atomic.Value
+}
+
+func newGoodClient(base string) *goodClient {
+	return &goodClient{base: base, client: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// do sends a request made by newReq, retrying once on a connection error.
+func (g *goodClient) do(newReq func() *http.Request) (*http.Response, error) {
+	resp, err := g.client.Do(newReq())
+	if err != nil {
+		g.retried.Add(1)
+		resp, err = g.client.Do(newReq())
+	}
+	return resp, err
+}
+
+func (g *goodClient) lookup() {
+	for _, newReq := range []func() *http.Request{
+		func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, g.base+"/memberships/alice", nil)
+			return r
+		},
+		func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, g.base+"/memberships", strings.NewReader(`{"contextKeys":["alice","bob"]}`))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		},
+	} {
+		resp, err := g.do(newReq)
+		if err != nil {
+			g.failed.Add(1)
+			g.failure.Store(err.Error())
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			g.failed.Add(1)
+			g.failure.Store(resp.Status)
+			continue
+		}
+		g.ok.Add(1)
+	}
+}
+
+// metricValue scrapes one metric's first value.
+func metricValue(t *testing.T, g *goodClient, base, name string) float64 {
+	t.Helper()
+	families := scrapeFamilies(t, g, base)
+	f, ok := families[name]
+	if !ok || len(f.Metric) == 0 {
+		t.Fatalf("no metric %s", name)
+	}
+	return (&dto{f}).value()
+}
+
+func scrapeFamilies(t *testing.T, g *goodClient, base string) map[string]*dto_.MetricFamily {
+	t.Helper()
+	resp, err := g.do(func() *http.Request { r, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil); return r })
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return families
+}
+
+// checkMetricSeries checks that no request label holds what a client made up.
+func checkMetricSeries(t *testing.T, g *goodClient, base string) {
+	t.Helper()
+	f := scrapeFamilies(t, g, base)["bigseg_http_requests_total"]
+	standard := map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true,
+		"CONNECT": true, "OPTIONS": true, "TRACE": true, "other": true}
+	for _, m := range f.Metric {
+		for _, l := range m.Label {
+			if l.GetName() == "method" && !standard[l.GetValue()] {
+				t.Errorf("a method label of %d bytes: %.40q", len(l.GetValue()), l.GetValue())
+			}
+			if l.GetName() == "route" && !strings.HasPrefix(l.GetValue(), "/") && l.GetValue() != "unmatched" {
+				t.Errorf("a route label %q", l.GetValue())
+			}
+		}
+	}
+	if len(f.Metric) > 200 {
+		t.Errorf("%d series of bigseg_http_requests_total", len(f.Metric))
+	}
+}
+
+// madeUpMethods pipelines requests with a new method name each, some of them long.
+func madeUpMethods(ctx context.Context, addr string) {
+	for ctx.Err() == nil {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		go io.Copy(io.Discard, conn)
+		for i := 0; i < 100 && ctx.Err() == nil; i++ {
+			method := "X" + strconv.FormatUint(rand.Uint64(), 36) + strings.Repeat("M", rand.IntN(4000))
+			if _, err := fmt.Fprintf(conn, "%s /memberships/alice HTTP/1.1\r\nHost: x\r\n\r\n", method); err != nil {
+				break
+			}
+		}
+		conn.Close()
+	}
+}
+
+// slowBody sends a batch's headers and then its body a byte every 100ms, over and over.
+func slowBody(ctx context.Context, addr string) {
+	for ctx.Err() == nil {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(conn, "POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hostileMaxBodyBytes)
+		closed := make(chan struct{})
+		go func() { io.Copy(io.Discard, conn); close(closed) }()
+		tick := time.NewTicker(100 * time.Millisecond)
+	trickle:
+		for {
+			select {
+			case <-ctx.Done():
+				break trickle
+			case <-closed:
+				break trickle
+			case <-tick.C:
+				conn.Write([]byte(" "))
+			}
+		}
+		tick.Stop()
+		conn.Close()
+	}
+}
+
+// holdStream opens a status stream and never reads it; refused, it asks again on the same
+// connection.
+func holdStream(ctx context.Context, addr string) {
+	for ctx.Err() == nil {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		br := bufio.NewReader(conn)
+		for ctx.Err() == nil {
+			if _, err := fmt.Fprintf(conn, "GET /status/stream HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				break
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break
+			}
+			if resp.StatusCode == 200 {
+				<-ctx.Done() // hold it, reading nothing
+				break
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		conn.Close()
+	}
+}
+
+// amplifyingBatches asks for the huge context a thousand times in one batch of a few KB, and
+// for it a few times (an answer under the limit, streamed).
+func amplifyingBatches(ctx context.Context, addr string) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "huge"
+	}
+	big, _ := json.Marshal(map[string][]string{"contextKeys": keys})
+	small, _ := json.Marshal(map[string][]string{"contextKeys": keys[:3]})
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	for i := 0; ctx.Err() == nil; i++ {
+		body := big
+		if i%4 == 0 {
+			body = small
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/memberships", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// silentConnection connects and sends nothing, over and over.
+func silentConnection(ctx context.Context, addr string) {
+	for ctx.Err() == nil {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		buf := make([]byte, 1)
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		conn.Read(buf) // until the server closes it, or a second
+		conn.Close()
+	}
+}

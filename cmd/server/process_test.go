@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// process is the real program running as a process of its own (this test binary, in server
+// mode: see TestMain), for tests that signal it or measure what it holds.
+type process struct {
+	cmd    *exec.Cmd
+	URL    string
+	logs   *logs
+	exited chan error
+}
+
+// startProcess starts the program with the given BIGSEG_* settings (on top of test defaults,
+// nothing inherited) and waits until it listens. It is killed when the test ends, if it is
+// still running.
+func startProcess(t *testing.T, env map[string]string) *process {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "PATH=" + os.Getenv("PATH")}
+	get := environ(env)
+	for _, k := range []string{"BIGSEG_ADDR", "BIGSEG_LOG_LEVEL", "BIGSEG_SHUTDOWN_DELAY"} {
+		cmd.Env = append(cmd.Env, k+"="+get(k))
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, logs: newLogs(), exited: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.logs.Write(append(sc.Bytes(), '\n'))
+		}
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	p.URL = "http://" + p.logs.wait(t, "listening")["addr"].(string)
+	return p
+}
+
+// signal sends sig to the process.
+func (p *process) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait returns how the process exited, or fails the test if it still runs after d.
+func (p *process) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(d):
+		t.Fatalf("process still running after %s; logs:\n%s", d, p.logs.all())
+		return nil
+	}
+}
+
+// holdings is what the process holds: resident memory, threads and open file descriptors.
+type holdings struct {
+	rssBytes, threads, fds int
+}
+
+func (u holdings) String() string {
+	return fmt.Sprintf("RSS %d MiB, %d threads, %d fds", u.rssBytes>>20, u.threads, u.fds)
+}
+
+// holdings reads the process's /proc entries (Linux).
+func (p *process) holdings(t *testing.T) holdings {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(p.cmd.Process.Pid)
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u holdings
+	for line := range strings.Lines(string(status)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[0] == "VmRSS:":
+			kb, _ := strconv.Atoi(f[1])
+			u.rssBytes = kb << 10
+		case len(f) >= 2 && f[0] == "Threads:":
+			u.threads, _ = strconv.Atoi(f[1])
+		}
+	}
+	fds, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.fds = len(fds)
+	return u
+}
