@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 )
 
@@ -33,14 +34,15 @@ func hashKey(key string) string {
 }
 
 // membershipSets are the distinct sets the seeded contexts are given: 3 or 4 refs each from a
-// pool of 60, a mix of included and excluded (real data repeats sets heavily). Each set is
-// {included, excluded}.
+// pool of 60 (30 segments, 2 generations each), about a third of them excluded, drawn with a
+// fixed seed (real data repeats sets heavily). Each set is {included, excluded}.
 func membershipSets() [distinctSets][2][]string {
 	var sets [distinctSets][2][]string
+	rnd := rand.New(rand.NewPCG(distinctSets, 60))
 	for i := range sets {
-		for j := range 3 + i%2 {
-			ref := fmt.Sprintf("segment-%02d.g%d", (i*7+j*11)%30, 1+(i+j)%2)
-			if (i+j)%3 == 0 {
+		for _, r := range rnd.Perm(60)[:3+i%2] {
+			ref := fmt.Sprintf("segment-%02d.g%d", r%30, 1+r/30)
+			if rnd.IntN(3) == 0 {
 				sets[i][1] = append(sets[i][1], ref)
 			} else {
 				sets[i][0] = append(sets[i][0], ref)

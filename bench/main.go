@@ -15,9 +15,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,17 +36,18 @@ type options struct {
 	wrapper     bool
 	profile     bool
 	outDir      string
-	env         []string // extra environment of the current tree's bigseg servers
+	env         []string // extra environment of every bigseg server
 	baseline    string   // git revision to measure beside the current tree
-	baselineEnv []string // environment of the baseline's servers
+	baselineEnv []string // extra environment of the baseline's servers, after env
 	serverCPUs  string   // where the servers under test and Redis run
 	clientCPUs  string   // where wrk runs
 	args        []string // the command line, for the report
 }
 
-func parseFlags(args []string) (options, error) {
+func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{scenarios: map[string]bool{}, args: args}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.IntVar(&o.contexts, "contexts", 1_000_000, "contexts to seed")
 	fs.DurationVar(&o.duration, "duration", 6*time.Second, "length of each measurement (whole seconds)")
 	fs.DurationVar(&o.warmup, "warmup", 10*time.Second, "Zipf traffic before each Zipf measurement (two cache TTLs)")
@@ -58,14 +61,14 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.baseline, "baseline", "", "git revision of bigseg to measure beside the current tree (A/B)")
 	fs.StringVar(&o.serverCPUs, "server-cpus", "0", "CPU list (taskset) of the servers under test and Redis")
 	fs.StringVar(&o.clientCPUs, "client-cpus", "1", "CPU list (taskset) of wrk")
-	fs.Func("env", "NAME=VALUE for the current tree's bigseg servers (repeatable)", appendTo(&o.env))
-	fs.Func("baseline-env", "NAME=VALUE for the baseline's servers (repeatable); without -baseline, "+
-		"the current tree's binary runs as the baseline with these settings", appendTo(&o.baselineEnv))
+	fs.Func("env", "NAME=VALUE for every bigseg server (repeatable)", appendTo(&o.env))
+	fs.Func("baseline-env", "NAME=VALUE for the baseline's servers only, after -env (repeatable); without -baseline, "+
+		"the current tree's binary also runs as the baseline, with these settings", appendTo(&o.baselineEnv))
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	for _, sc := range strings.Split(*scenarios, ",") {
-		if !contains(allScenarios, sc) {
+		if !slices.Contains(allScenarios, sc) {
 			return o, fmt.Errorf("-scenarios: unknown %q (want some of %s)", sc, strings.Join(allScenarios, ","))
 		}
 		o.scenarios[sc] = true
@@ -86,17 +89,8 @@ func appendTo(list *[]string) func(string) error {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func main() {
-	o, err := parseFlags(os.Args[1:])
+	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -205,9 +199,10 @@ func (b *bench) variants() []variant {
 	vs := []variant{{label: "bigseg", bin: b.bins.server, src: ".", env: b.o.env}}
 	switch {
 	case b.o.baseline != "":
-		vs = append(vs, variant{label: "bigseg@" + b.o.baseline, bin: b.bins.baseline, src: b.bins.baselineSrc, env: b.o.baselineEnv})
+		vs = append(vs, variant{label: "bigseg@" + b.o.baseline, bin: b.bins.baseline, src: b.bins.baselineSrc,
+			env: slices.Concat(b.o.env, b.o.baselineEnv)})
 	case len(b.o.baselineEnv) > 0:
-		vs = append(vs, variant{label: "bigseg@baseline-env", bin: b.bins.server, src: ".", env: b.o.baselineEnv})
+		vs = append(vs, variant{label: "bigseg@baseline-env", bin: b.bins.server, src: ".", env: slices.Concat(b.o.env, b.o.baselineEnv)})
 	}
 	return vs
 }

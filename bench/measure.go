@@ -89,6 +89,9 @@ func (b *bench) measure(ctx context.Context, s *system, round int) (measurement,
 		return m, err
 	}
 	m.serverCPU, m.redisCPU, m.counters = server1-server0, redis1-redis0, after.sub(before)
+	if s.kind == kindBigseg && m.counters.lookups == 0 {
+		logf("  %s: /metrics has no bigseg_membership_lookups_total: no hit ratio or round trips", s.name)
+	}
 	return m, nil
 }
 

@@ -70,6 +70,18 @@ func (r *report) writeHeader(b *strings.Builder) {
 	if o.baseline != "" {
 		fmt.Fprintf(b, "Baseline: `%s` = %s. ", o.baseline, r.baselineCommit)
 	}
+	fmt.Fprint(b, "\n\nSettings: bigseg hot runs with `BIGSEG_CACHE_SIZE=100000 BIGSEG_CACHE_TTL=1h`, its 1,000 keys cached before the rounds; "+
+		"cold and batch with `BIGSEG_CACHE_SIZE=0`; zipf and storm at bigseg's defaults. "+
+		"The LaunchDarkly wrapper (bench/ldwrapper: `ldstoreimpl.NewBigSegmentStoreWrapperWithConfig` at the SDK's defaults, "+
+		"1,000 contexts cached for 5 s, status polled every 5 s, stale after 2 min, over a store that reads like LaunchDarkly's "+
+		"Redis integrations: two SMEMBERS one after the other) runs hot with `ContextCacheTime` 1h, its 1,000 entries holding the 1,000 keys; "+
+		"cold with `ContextCacheTime` 0, since the SDK cannot turn its cache off (every entry expires as it is stored); zipf at the defaults.")
+	if len(o.env) > 0 {
+		fmt.Fprintf(b, " Every bigseg server also with `%s`.", strings.Join(o.env, " "))
+	}
+	if len(o.baselineEnv) > 0 {
+		fmt.Fprintf(b, " The baseline's with `%s`.", strings.Join(o.baselineEnv, " "))
+	}
 	fmt.Fprintln(b)
 }
 

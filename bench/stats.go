@@ -106,11 +106,14 @@ func (s summary) hitRatio() float64 { return 1 - s.counters.storeLookups/s.count
 
 func (s summary) roundTripsPerLookup() float64 { return s.counters.roundTrips / s.counters.lookups }
 
-// smembersPerLookup is Redis's count of SMEMBERS per lookup answered (wrk's count).
+// smembersPerLookup is Redis's count of SMEMBERS per lookup: per lookup the server counted,
+// or else per lookup answered (wrk's count, which misses those in flight when it stopped).
 func (s summary) smembersPerLookup() float64 {
-	var lookups float64
-	for _, m := range s.runs {
-		lookups += float64(m.wrk.Total * int64(m.system.perRequest))
+	lookups := s.counters.lookups
+	if !s.hasCounters() {
+		for _, m := range s.runs {
+			lookups += float64(m.wrk.Total * int64(m.system.perRequest))
+		}
 	}
 	if lookups == 0 {
 		return 0
