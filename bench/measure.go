@@ -48,7 +48,11 @@ func (b *bench) rounds(ctx context.Context, systems []*system) error {
 				return fmt.Errorf("%s, round %d: %w", s.name, round, err)
 			}
 			b.report.runs = append(b.report.runs, m)
-			logf("  %-50s %8.0f req/s  %6.1f µs CPU/req", s.name, m.wrk.perSecond(), micros(m.cpuPerRequest()))
+			cpu, whose := m.cpuPerRequest(), "server"
+			if s.proc == nil {
+				cpu, whose = m.redisPerRequest(), "Redis"
+			}
+			logf("  %-50s %8.0f req/s  %6.1f µs %s CPU/req", s.name, m.wrk.perSecond(), micros(cpu), whose)
 		}
 	}
 	return nil

@@ -23,6 +23,11 @@ func (b *bench) profiles(ctx context.Context, systems []*system) error {
 			continue
 		}
 		logf("profiling %s", s.name)
+		if s.scenario == "zipf" && b.o.warmup > 0 {
+			if _, err := b.drive(ctx, s, b.o.warmup, 1, 0); err != nil {
+				return err
+			}
+		}
 		secs := max(int(b.o.duration.Seconds())-2, 1)
 		done := make(chan error, 1)
 		var raw []byte

@@ -29,27 +29,7 @@ func evaluate(f figures) []target {
 	add := func(what string, met bool, format string, args ...any) {
 		out = append(out, target{what: what, measured: fmt.Sprintf(format, args...), met: met})
 	}
-	if r := pairedRatio(f.hot, f.chi, figCPUPerRequest); r.ok {
-		add("hot: CPU per request <= 1.10 x bare chi's", r.value <= 1.10, "%s x (%.1f µs against %.1f µs)",
-			fmtRatio(r), f.hot.cpuPerRequest.mean, f.chi.cpuPerRequest.mean)
-	}
-	if r := pairedRatio(f.hot, f.wrapperHot, figCPUPerRequest); r.ok {
-		add("hot: CPU per request below the LaunchDarkly wrapper's", r.value < 1, "%s x (%.1f µs against %.1f µs)",
-			fmtRatio(r), f.hot.cpuPerRequest.mean, f.wrapperHot.cpuPerRequest.mean)
-	}
-	if r := pairedRatio(f.wrapperCold, f.cold, figCPUPerLookup); r.ok {
-		add("cold: the wrapper's CPU per lookup >= 2.0 x bigseg's", r.value >= 2, "%s x (%.1f µs against %.1f µs)",
-			fmtRatio(r), f.wrapperCold.cpuPerLookup.mean, f.cold.cpuPerLookup.mean)
-	}
-	if r := pairedRatio(f.cold, f.wrapperCold, figRequests); r.ok {
-		add("cold: requests/s >= 2.0 x the wrapper's", r.value >= 2, "%s x (%.0f against %.0f)",
-			fmtRatio(r), f.cold.requests.mean, f.wrapperCold.requests.mean)
-	}
-	if r := pairedRatio(f.zipf, f.wrapperZipf, figRequests); r.ok {
-		add("zipf: requests/s >= 1.5 x the wrapper's, both at defaults", r.value >= 1.5,
-			"%s x (%.0f against %.0f); cache hit ratio %s against %s", fmtRatio(r), f.zipf.requests.mean,
-			f.wrapperZipf.requests.mean, percent(f.zipf.hitRatio()), percent(f.wrapperZipf.hitRatio()))
-	}
+	out = append(out, ratioTargets(f)...)
 	out = append(out, roundTripTargets(f)...)
 	if f.storm != nil {
 		add(fmt.Sprintf("storm: 1 store read for %d concurrent requests, all answered", f.storm.requests),
@@ -61,6 +41,46 @@ func evaluate(f figures) []target {
 	}
 	if f.measuredAnyHTTPScenario {
 		add("no errors (every system, every round)", f.errors == 0, "%d", f.errors)
+	}
+	return out
+}
+
+// ratioTargets compare bigseg with the ceiling and the wrapper. A ratio is judged on the
+// means; where the rounds' own ratios fall on both sides of the bound, the line says so.
+func ratioTargets(f figures) []target {
+	var out []target
+	add := func(what string, r ratio, pass func(float64) bool, format string, args ...any) {
+		if !r.ok {
+			return
+		}
+		t := target{what: what, measured: fmtRatio(r) + " x " + fmt.Sprintf(format, args...), met: pass(r.value)}
+		if pass(r.min) != pass(r.max) {
+			t.measured += "; the rounds disagree"
+		}
+		out = append(out, t)
+	}
+	atMost := func(bound float64) func(float64) bool { return func(x float64) bool { return x <= bound } }
+	atLeast := func(bound float64) func(float64) bool { return func(x float64) bool { return x >= bound } }
+	if r := pairedRatio(f.hot, f.chi, figCPUPerRequest); r.ok {
+		add("hot: CPU per request <= 1.10 x bare chi's", r, atMost(1.10), "(%.1f µs against %.1f µs)",
+			f.hot.cpuPerRequest.mean, f.chi.cpuPerRequest.mean)
+	}
+	if r := pairedRatio(f.hot, f.wrapperHot, figCPUPerRequest); r.ok {
+		add("hot: CPU per request below the LaunchDarkly wrapper's", r, func(x float64) bool { return x < 1 },
+			"(%.1f µs against %.1f µs)", f.hot.cpuPerRequest.mean, f.wrapperHot.cpuPerRequest.mean)
+	}
+	if r := pairedRatio(f.wrapperCold, f.cold, figCPUPerLookup); r.ok {
+		add("cold: the wrapper's CPU per lookup >= 2.0 x bigseg's", r, atLeast(2), "(%.1f µs against %.1f µs)",
+			f.wrapperCold.cpuPerLookup.mean, f.cold.cpuPerLookup.mean)
+	}
+	if r := pairedRatio(f.cold, f.wrapperCold, figRequests); r.ok {
+		add("cold: requests/s >= 2.0 x the wrapper's", r, atLeast(2), "(%.0f against %.0f)",
+			f.cold.requests.mean, f.wrapperCold.requests.mean)
+	}
+	if r := pairedRatio(f.zipf, f.wrapperZipf, figRequests); r.ok {
+		add("zipf: requests/s >= 1.5 x the wrapper's, both at defaults", r, atLeast(1.5),
+			"(%.0f against %.0f); cache hit ratio %s against %s", f.zipf.requests.mean, f.wrapperZipf.requests.mean,
+			percent(f.zipf.hitRatio()), percent(f.wrapperZipf.hitRatio()))
 	}
 	return out
 }

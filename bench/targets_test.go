@@ -68,6 +68,27 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+func TestEvaluateSaysWhenRoundsDisagree(t *testing.T) {
+	mk := func(cpus ...float64) *summary {
+		sys := &system{proc: &proc{}, perRequest: 1}
+		var runs []measurement
+		for i, c := range cpus {
+			runs = append(runs, fakeRun(sys, i+1, 1000, c, counters{}))
+		}
+		s := summarize(sys, runs)
+		return &s
+	}
+	// Rounds 1.05 and 1.20, 1.125 on the means: not met, and the rounds disagree.
+	got := evaluate(figures{hot: mk(10.5, 12), chi: mk(10, 10)})
+	if len(got) != 1 || got[0].met || !strings.Contains(got[0].measured, "the rounds disagree") {
+		t.Errorf("evaluate = %+v", got)
+	}
+	got = evaluate(figures{hot: mk(10.5, 10.6), chi: mk(10, 10)})
+	if len(got) != 1 || !got[0].met || strings.Contains(got[0].measured, "disagree") {
+		t.Errorf("evaluate = %+v", got)
+	}
+}
+
 func TestEvaluateSkipsWhatWasNotMeasured(t *testing.T) {
 	got := evaluate(figures{hot: fake{cpuUs: 14, reqPerSec: 1}.summary()})
 	if len(got) != 0 {
