@@ -35,8 +35,10 @@ func (r *report) write(stdout io.Writer, path string) error {
 		sums[s] = &sum
 	}
 	r.writeHeader(&b)
-	r.writeTable(&b, sums)
-	r.writeRounds(&b, sums)
+	if len(r.systems) > 0 {
+		r.writeTable(&b, sums)
+		r.writeRounds(&b, sums)
+	}
 	r.writeTargets(&b, sums)
 	r.writeAB(&b, sums)
 	r.writeStormsAndMemory(&b)
@@ -56,7 +58,7 @@ func (r *report) writeHeader(b *strings.Builder) {
 		host, runtime.NumCPU(), runtime.Version(), strings.Join(o.args, " "), r.elapsed.Round(time.Second))
 	fmt.Fprintf(b, "Pinned: every server under test and the run's private redis-server on CPU %s, wrk on CPU %s (`taskset`). "+
 		"%d contexts seeded (%d distinct membership sets) with a cursor, and `synchronized_on` refreshed every %d s, as the Relay Proxy leaves them. "+
-		"Each system measured %d times for %s, alternating (every other round in reverse order), with wrk -t%d -c%d; "+
+		"%d rounds of %s per system, alternating (every other round in reverse order), with wrk -t%d -c%d; "+
 		"figures are the means of the rounds. CPU figures are utime+stime from /proc over the measurement, per request (or lookup) answered. ",
 		o.serverCPUs, o.clientCPUs, o.contexts, distinctSets, relayIdleEvery, o.rounds, o.duration, o.threads, o.connections)
 	if o.scenarios["zipf"] {
@@ -182,15 +184,19 @@ func (r *report) writeAB(b *strings.Builder, sums map[*system]*summary) {
 		return
 	}
 	fmt.Fprintf(b, "\nA/B: bigseg (this tree) against %s, measured side by side in every round; ratios are this tree's over the baseline's.\n\n"+
-		"| scenario | bigseg CPU/lookup | %s CPU/lookup | CPU ratio | lookups/s ratio | |\n|---|---:|---:|---:|---:|---|\n", base, base)
+		"| scenario | bigseg CPU/lookup | %s CPU/lookup | CPU ratio | lookups/s ratio | cache hit ratios | |\n|---|---:|---:|---:|---:|---:|---|\n", base, base)
 	for _, sc := range []string{"hot", "cold", "zipf", "batch"} {
 		cur, old := find(sums, "bigseg", sc), find(sums, base, sc)
 		if cur == nil || old == nil {
 			continue
 		}
 		row := compareAB(sc, cur, old)
-		fmt.Fprintf(b, "| %s | %.2f µs | %.2f µs | %s | %s | %s |\n", sc, cur.cpuPerLookup.mean, old.cpuPerLookup.mean,
-			fmtRatio(row.cpu), fmtRatio(row.lookups), row.verdict)
+		hits := "n/a"
+		if cur.hasCounters() && old.hasCounters() {
+			hits = percent(cur.hitRatio()) + " / " + percent(old.hitRatio())
+		}
+		fmt.Fprintf(b, "| %s | %.2f µs | %.2f µs | %s | %s | %s | %s |\n", sc, cur.cpuPerLookup.mean, old.cpuPerLookup.mean,
+			fmtRatio(row.cpu), fmtRatio(row.lookups), hits, row.verdict)
 	}
 }
 

@@ -125,6 +125,7 @@ func (s summary) smembersPerLookup() float64 {
 // ratios of the rounds, which were measured side by side.
 type ratio struct {
 	value, min, max float64
+	rounds          int  // rounds in which both were measured
 	ok              bool // both systems were measured
 }
 
@@ -145,7 +146,7 @@ func pairedRatio(a, b *summary, figure func(measurement) float64) ratio {
 		return ratio{}
 	}
 	r := statOf(per)
-	return ratio{value: statOf(num).mean / statOf(den).mean, min: r.min, max: r.max, ok: true}
+	return ratio{value: statOf(num).mean / statOf(den).mean, min: r.min, max: r.max, rounds: len(per), ok: true}
 }
 
 // Figures that ratios compare.

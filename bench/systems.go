@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,6 +124,10 @@ func (b *bench) startServers(ctx context.Context, variants []variant) (*servers,
 			s.add(labelWrapper, config, p)
 		}
 	}
+	if err := sameAnswers(ctx, s.procs); err != nil {
+		s.stop()
+		return nil, err
+	}
 	if !b.o.scenarios["hot"] {
 		return s, nil
 	}
@@ -229,6 +235,30 @@ func (b *bench) startChi(ctx context.Context, bigseg *proc) (*proc, error) {
 	}
 	p.url = "http://" + addr
 	return p, nil
+}
+
+// sameAnswers checks that every server answers the first contexts alike (same JSON, whatever
+// the order of its fields), so that all of them do the same work.
+func sameAnswers(ctx context.Context, procs []*proc) error {
+	for i := range 10 {
+		var want any
+		for _, p := range procs {
+			body, _, err := get(ctx, p.url+"/memberships/"+contextKey(i))
+			if err != nil {
+				return err
+			}
+			var got any
+			if err := json.Unmarshal(body, &got); err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+			if want == nil {
+				want = got
+			} else if !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("%s answers %s for %s, unlike %s (%v)", p.name, body, contextKey(i), procs[0].name, want)
+			}
+		}
+	}
+	return nil
 }
 
 // mirroredHeaders are the headers of an answer that the ceiling copies, as sorted

@@ -116,20 +116,26 @@ type abRow struct {
 	verdict       string
 }
 
-// compareAB compares a scenario's current and baseline bigseg on CPU per lookup, round by
-// round: a difference counts only if every round agrees on its direction.
+// compareAB compares a scenario's current and baseline bigseg on CPU per lookup. A
+// difference counts only if every round agrees on its direction and it is larger than the
+// run-to-run spread of either side's CPU per lookup.
 func compareAB(scenario string, current, base *summary) abRow {
 	row := abRow{scenario: scenario, current: current, base: base,
 		cpu: pairedRatio(current, base, figCPUPerLookup), lookups: pairedRatio(current, base, figLookups)}
-	switch {
-	case !row.cpu.ok:
+	if !row.cpu.ok {
 		row.verdict = "not measured"
-	case row.cpu.max < 1:
-		row.verdict = fmt.Sprintf("**%.1f%% less CPU per lookup** in every round", 100*(1-row.cpu.value))
-	case row.cpu.min > 1:
-		row.verdict = fmt.Sprintf("**%.1f%% more CPU per lookup** in every round", 100*(row.cpu.value-1))
+		return row
+	}
+	spread := math.Max(current.cpuPerLookup.spread(), base.cpuPerLookup.spread())
+	switch {
+	case row.cpu.rounds < 2:
+		row.verdict = "one round: no spread to judge by"
+	case row.cpu.max < 1 && 1-row.cpu.value > spread:
+		row.verdict = fmt.Sprintf("**%.1f%% less CPU per lookup**, beyond the spread (%s)", 100*(1-row.cpu.value), percent(spread))
+	case row.cpu.min > 1 && row.cpu.value-1 > spread:
+		row.verdict = fmt.Sprintf("**%.1f%% more CPU per lookup**, beyond the spread (%s)", 100*(row.cpu.value-1), percent(spread))
 	default:
-		row.verdict = "within the run-to-run spread"
+		row.verdict = fmt.Sprintf("within the run-to-run spread (%s)", percent(spread))
 	}
 	return row
 }

@@ -111,9 +111,11 @@ func TestCompareAB(t *testing.T) {
 		current, base *summary
 		want          string
 	}{
-		{"less CPU in every round", mk(10, 11), mk(12, 12), "less CPU"},
-		{"more CPU in every round", mk(13, 14), mk(12, 12), "more CPU"},
+		{"less CPU in every round, beyond the spread", mk(10, 11), mk(12, 12), "12.5% less CPU"},
+		{"more CPU in every round, beyond the spread", mk(13, 14), mk(12, 12), "12.5% more CPU"},
 		{"rounds disagree", mk(11, 13), mk(12, 12), "within the run-to-run spread"},
+		{"less in every round, but within the spread", mk(10, 12), mk(10.5, 12.5), "within the run-to-run spread"},
+		{"one round", mk(10), mk(12), "one round"},
 		{"baseline not measured", mk(11), nil, "not measured"},
 	}
 	for _, tt := range tests {
