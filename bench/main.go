@@ -145,8 +145,8 @@ func run(ctx context.Context, o options) error {
 	if err := seed(ctx, b.redis.client, o.contexts); err != nil {
 		return err
 	}
-	sync := startSynchronizer(b.redis.client)
-	defer sync.Close()
+	relay := startSynchronizer(b.redis.client)
+	defer relay.Close()
 	if err := b.measureAll(ctx); err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ type variant struct {
 	label string   // "bigseg", or "bigseg@REV" for the baseline
 	bin   string   // the server binary
 	src   string   // its source tree, for the memory benchmark
-	env   []string // -env or -baseline-env
+	env   []string // -env, and for the baseline -baseline-env after it
 }
 
 // system is one thing measured in every round: a server in one scenario.
@@ -131,8 +131,8 @@ func (b *bench) startServers(ctx context.Context, variants []variant) (*servers,
 	if !b.o.scenarios["hot"] {
 		return s, nil
 	}
-	for _, p := range s.procs {
-		if strings.HasSuffix(p.name, "-hot") {
+	for name, p := range s.byName {
+		if strings.HasSuffix(name, "/hot") {
 			warm(ctx, p)
 		}
 	}
@@ -237,24 +237,33 @@ func (b *bench) startChi(ctx context.Context, bigseg *proc) (*proc, error) {
 	return p, nil
 }
 
-// sameAnswers checks that every server answers the first contexts alike (same JSON, whatever
-// the order of its fields), so that all of them do the same work.
+// lookupAnswer is what every server must answer alike: bigseg's fields for a lookup by key.
+// Fields a server adds are not compared, so that a baseline may differ in those.
+type lookupAnswer struct {
+	ContextKey  string          `json:"contextKey"`
+	ContextHash string          `json:"contextHash"`
+	Memberships map[string]bool `json:"memberships"`
+	Status      string          `json:"status"`
+}
+
+// sameAnswers checks that every server answers the first contexts alike, so that all of them
+// do the same work.
 func sameAnswers(ctx context.Context, procs []*proc) error {
 	for i := range 10 {
-		var want any
-		for _, p := range procs {
+		var want lookupAnswer
+		for j, p := range procs {
 			body, _, err := get(ctx, p.url+"/memberships/"+contextKey(i))
 			if err != nil {
 				return err
 			}
-			var got any
+			var got lookupAnswer
 			if err := json.Unmarshal(body, &got); err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
-			if want == nil {
+			if j == 0 {
 				want = got
 			} else if !reflect.DeepEqual(got, want) {
-				return fmt.Errorf("%s answers %s for %s, unlike %s (%v)", p.name, body, contextKey(i), procs[0].name, want)
+				return fmt.Errorf("%s answers %s for %s, unlike %s (%+v)", p.name, body, contextKey(i), procs[0].name, want)
 			}
 		}
 	}
