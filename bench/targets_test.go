@@ -50,6 +50,9 @@ func TestEvaluate(t *testing.T) {
 		"no errors (every system, every round)":                           true,
 	}
 	got := evaluate(f)
+	if m := got[0].measured; strings.Contains(m, "compare with care") {
+		t.Errorf("hot and bare chi were saturated, but: %s", m)
+	}
 	if len(got) != len(want) {
 		t.Errorf("%d targets, want %d: %+v", len(got), len(want), got)
 	}
@@ -82,6 +85,10 @@ func TestEvaluateSaysWhenRoundsDisagree(t *testing.T) {
 	got := evaluate(figures{hot: mk(10.5, 12), chi: mk(10, 10)})
 	if len(got) != 1 || got[0].met || !strings.Contains(got[0].measured, "the rounds disagree") {
 		t.Errorf("evaluate = %+v", got)
+	}
+	// 1,000 requests/s of 10 µs keep a CPU 1% busy: neither server was saturated.
+	if !strings.Contains(got[0].measured, "compare with care") {
+		t.Errorf("evaluate does not say the servers were not saturated: %s", got[0].measured)
 	}
 	got = evaluate(figures{hot: mk(10.5, 10.6), chi: mk(10, 10)})
 	if len(got) != 1 || !got[0].met || strings.Contains(got[0].measured, "disagree") {
