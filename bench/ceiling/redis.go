@@ -16,40 +16,68 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// redisLoad is the command line of "ceiling redis".
+type redisLoad struct {
+	url, prefix       string
+	contexts, workers int
+	duration          time.Duration
+	seed              uint64
+}
+
+func parseRedisLoad(args []string, stderr io.Writer) (redisLoad, error) {
+	var l redisLoad
+	fs := flag.NewFlagSet("ceiling redis", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&l.url, "redis", "redis://127.0.0.1:6379", "Redis URL")
+	fs.StringVar(&l.prefix, "prefix", "launchdarkly", "key prefix of the Big Segments data")
+	fs.IntVar(&l.contexts, "contexts", 1_000_000, "contexts seeded: user-0 … user-(n-1)")
+	fs.IntVar(&l.workers, "workers", 64, "concurrent readers (and pool size)")
+	fs.DurationVar(&l.duration, "duration", 6*time.Second, "how long to run")
+	fs.Uint64Var(&l.seed, "seed", 1, "seed of the random contexts")
+	return l, fs.Parse(args)
+}
+
 // loadRedis makes bigseg's cache-miss reads for uniformly random contexts from -workers
 // goroutines for -duration, and prints the summary in the form of the benchmark's wrk script.
 func loadRedis(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ceiling redis", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL")
-	prefix := fs.String("prefix", "launchdarkly", "key prefix of the Big Segments data")
-	contexts := fs.Int("contexts", 1_000_000, "contexts seeded: user-0 … user-(n-1)")
-	workers := fs.Int("workers", 64, "concurrent readers (and pool size)")
-	duration := fs.Duration("duration", 6*time.Second, "how long to run")
-	seed := fs.Uint64("seed", 1, "seed of the random contexts")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	opts, err := goredis.ParseURL(*redisURL)
+	l, err := parseRedisLoad(args, stderr)
 	if err != nil {
 		return err
 	}
-	opts.PoolSize, opts.Protocol = *workers, 2 // RESP2, as bigseg
+	opts, err := goredis.ParseURL(l.url)
+	if err != nil {
+		return err
+	}
+	opts.PoolSize, opts.Protocol = l.workers, 2 // RESP2, as bigseg
 	client := goredis.NewClient(opts)
 	defer client.Close()
 
-	ctx, cancel := context.WithTimeout(ctx, *duration)
-	defer cancel()
-	latencies := make([][]time.Duration, *workers)
-	errs := make([]int, *workers)
 	start := time.Now()
+	latencies, failed := l.read(ctx, client)
+	elapsed := time.Since(start)
+	total := len(latencies)
+	if total == 0 {
+		return fmt.Errorf("no reads in %s", elapsed)
+	}
+	fmt.Fprintf(stdout, `BENCHJSON {"total":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"non2xx":0,"errors":%d}`+"\n",
+		total, elapsed.Microseconds(), latencies[total/2].Microseconds(), latencies[total*99/100].Microseconds(), failed)
+	return nil
+}
+
+// read runs the workers for the duration and returns the sorted latencies of the reads and
+// how many failed.
+func (l redisLoad) read(ctx context.Context, client *goredis.Client) ([]time.Duration, int) {
+	ctx, cancel := context.WithTimeout(ctx, l.duration)
+	defer cancel()
+	latencies := make([][]time.Duration, l.workers)
+	errs := make([]int, l.workers)
 	var wg sync.WaitGroup
-	for w := range *workers {
+	for w := range l.workers {
 		wg.Go(func() {
-			rnd := rand.New(rand.NewPCG(*seed, uint64(w)))
+			rnd := rand.New(rand.NewPCG(l.seed, uint64(w)))
 			for {
 				t0 := time.Now()
-				err := readMembership(ctx, client, *prefix, rnd.IntN(*contexts))
+				err := readMembership(ctx, client, l.prefix, rnd.IntN(l.contexts))
 				if ctx.Err() != nil {
 					return // cut short by the end of the run: not counted
 				}
@@ -61,19 +89,13 @@ func loadRedis(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
-	total, failed := len(all), 0
+	failed := 0
 	for _, n := range errs {
 		failed += n
 	}
-	if total == 0 {
-		return fmt.Errorf("no reads in %s", elapsed)
-	}
-	fmt.Fprintf(stdout, `BENCHJSON {"total":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"non2xx":0,"errors":%d}`+"\n",
-		total, elapsed.Microseconds(), all[total/2].Microseconds(), all[total*99/100].Microseconds(), failed)
-	return nil
+	return all, failed
 }
 
 // readMembership reads context user-i as bigseg does on a miss: both sets in one pipeline.

@@ -94,12 +94,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stopPprof()
 	}
-	ln, err := net.Listen("tcp", c.addr)
+	return serve(ctx, c.addr, newHandler(wrapper, st), stderr)
+}
+
+// serve serves h on addr with bigseg's default http.Server settings until ctx ends.
+func serve(ctx context.Context, addr string, h http.Handler, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	// bigseg's default http.Server settings.
-	srv := &http.Server{Handler: newHandler(wrapper, st), ReadHeaderTimeout: 5 * time.Second,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 15 * time.Second, WriteTimeout: 15 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 64 << 10}
 	serveErr := make(chan error, 1)
