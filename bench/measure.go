@@ -52,7 +52,11 @@ func (b *bench) rounds(ctx context.Context, systems []*system) error {
 			if s.proc == nil {
 				cpu, whose = m.redisPerRequest(), "Redis"
 			}
-			logf("  %-50s %8.0f req/s  %6.1f µs %s CPU/req", s.name, m.wrk.perSecond(), micros(cpu), whose)
+			hits := ""
+			if c := m.counters; c.lookups > 0 {
+				hits = fmt.Sprintf("  %5.1f%% cache hits", 100*(1-c.storeLookups/c.lookups))
+			}
+			logf("  %-50s %8.0f req/s  %6.1f µs %s CPU/req%s", s.name, m.wrk.perSecond(), micros(cpu), whose, hits)
 		}
 	}
 	return nil
