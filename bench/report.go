@@ -77,7 +77,11 @@ func (r *report) writeHeader(b *strings.Builder) {
 		"The LaunchDarkly wrapper (bench/ldwrapper: `ldstoreimpl.NewBigSegmentStoreWrapperWithConfig` at the SDK's defaults, "+
 		"1,000 contexts cached for 5 s, status polled every 5 s, stale after 2 min, over a store that reads like LaunchDarkly's "+
 		"Redis integrations: two SMEMBERS one after the other) runs hot with `ContextCacheTime` 1h, its 1,000 entries holding the 1,000 keys; "+
-		"cold with `ContextCacheTime` 0, since the SDK cannot turn its cache off (every entry expires as it is stored); zipf at the defaults.")
+		"cold with `ContextCacheTime` 0, since the SDK cannot turn its cache off (every entry expires as it is stored); zipf at the defaults. "+
+		"Cache hit ratio: bigseg's `bigseg_membership_lookups_total` by `source`; the wrapper's 1 - store reads / lookups. "+
+		"Round trips: bigseg's store reads (one pipeline each); the wrapper's two per store read. "+
+		"*CPU "+o.serverCPUs+" busy* is the share of that CPU the server and Redis used: compare CPU per request between servers that both kept it "+
+		"near 100%; below, something else was the limit (wrk, the machine's other work), and a server that waits spends more per request.")
 	if len(o.env) > 0 {
 		fmt.Fprintf(b, " Every bigseg server also with `%s`.", strings.Join(o.env, " "))
 	}
