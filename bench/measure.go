@@ -168,9 +168,14 @@ func (b *bench) readCounters(ctx context.Context, s *system) (counters, error) {
 		return c, err
 	}
 	if s.kind == kindBigseg {
-		c.lookups = sumMetric(families, "bigseg_membership_lookups_total")
-		c.storeLookups = sumMetric(families, "bigseg_membership_lookups_total", "source", "store")
-		c.roundTrips = sumMetric(families, "bigseg_store_request_duration_seconds", "operation", "memberships")
+		// Lookups that failed (those of requests whose client left when wrk stopped, cancelled
+		// before their read) and failed reads are left out.
+		const lookups, reads = "bigseg_membership_lookups_total", "bigseg_store_request_duration_seconds"
+		c.lookups = sumMetric(families, lookups) - sumMetric(families, lookups, "status", "STORE_ERROR")
+		c.storeLookups = sumMetric(families, lookups, "source", "store") -
+			sumMetric(families, lookups, "source", "store", "status", "STORE_ERROR")
+		c.roundTrips = sumMetric(families, reads, "operation", "memberships") -
+			sumMetric(families, "bigseg_store_request_errors_total", "operation", "memberships")
 	} else {
 		c.lookups = sumMetric(families, "ldwrapper_lookups_total")
 		c.storeLookups = sumMetric(families, "ldwrapper_store_reads_total")

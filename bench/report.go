@@ -54,8 +54,8 @@ func (r *report) writeHeader(b *strings.Builder) {
 	host, _ := os.Hostname()
 	o := r.o
 	fmt.Fprintf(b, "## Run of %s\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(b, "Machine: %s, %d CPUs, %s. Command: `bench/run %s`. Took %s.\n\n",
-		host, runtime.NumCPU(), runtime.Version(), strings.Join(o.args, " "), r.elapsed.Round(time.Second))
+	fmt.Fprintf(b, "Machine: %s, %d CPUs, %s. Command: `%s`. Took %s.\n\n",
+		host, runtime.NumCPU(), runtime.Version(), strings.Join(append([]string{"bench/run"}, o.args...), " "), r.elapsed.Round(time.Second))
 	fmt.Fprintf(b, "Pinned: every server under test and the run's private redis-server on CPU %s, wrk on CPU %s (`taskset`). "+
 		"%d contexts seeded (%d distinct membership sets) with a cursor, and `synchronized_on` refreshed every %d s, as the Relay Proxy leaves them. "+
 		"%d rounds of %s per system, alternating (every other round in reverse order), with wrk -t%d -c%d; "+
