@@ -27,6 +27,14 @@ const (
 // contextKey is the key of the i-th seeded context.
 func contextKey(i int) string { return "user-" + strconv.Itoa(i) }
 
+// stormKey is the key of the i-th context seeded for the storm scenario alone: no load ever
+// asks for it, so it is uncached whatever the cache keeps and for how long.
+func stormKey(i int) string { return "storm-" + strconv.Itoa(i) }
+
+// stormContexts is how many storm contexts are seeded: one per bigseg variant (this tree's
+// and the baseline's).
+const stormContexts = 2
+
 // hashKey is the Big Segments hash of a context key: standard base64 of its SHA-256.
 func hashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))

@@ -178,8 +178,8 @@ func (b *bench) measureAll(ctx context.Context) error {
 		}
 	}
 	if b.o.scenarios["storm"] {
-		for _, v := range variants {
-			st, err := storm(ctx, srv.get(v.label, "defaults"))
+		for i, v := range variants {
+			st, err := storm(ctx, srv.get(v.label, "defaults"), i)
 			if err != nil {
 				return fmt.Errorf("storm on %s: %w", v.label, err)
 			}

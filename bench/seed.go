@@ -11,8 +11,8 @@ import (
 )
 
 // seed writes n contexts, user-0 … user-(n-1), in the LaunchDarkly layout, from 4 connections
-// in pipelines of 1000 contexts, then the cursor and the synchronization time, as the Relay
-// Proxy leaves them after a synchronization.
+// in pipelines of 1000 contexts, then the storm's contexts, the cursor and the synchronization
+// time, as the Relay Proxy leaves them after a synchronization.
 func seed(ctx context.Context, c *goredis.Client, n int) error {
 	start := time.Now()
 	var sets [distinctSets][2][]any // SADD's arguments
@@ -38,6 +38,9 @@ func seed(ctx context.Context, c *goredis.Client, n int) error {
 		return fmt.Errorf("seed: %w", err)
 	}
 	pipe := c.TxPipeline()
+	for i := range stormContexts {
+		pipe.SAdd(ctx, includePrefix+hashKey(stormKey(i)), sets[0][0]...)
+	}
 	pipe.Set(ctx, cursorKey, "bench-"+strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	pipe.Set(ctx, syncedOnKey, strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	if _, err := pipe.Exec(ctx); err != nil {
