@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,22 +8,118 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
+	"path/filepath"
+	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
-// proc is a server process under test.
+// proc is a process the benchmark started: a server under test or the private Redis.
 type proc struct {
-	name  string
-	url   string
-	pprof string
-	cmd   *exec.Cmd
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	url     string // http://host:port of an HTTP server
+	pprof   string // http://host:port of its pprof listener, if any
 }
 
+// procSpec says how to start a proc.
+type procSpec struct {
+	name  string
+	cpus  string // taskset's CPU list: the process and everything it starts runs there only
+	bin   string
+	args  []string
+	env   []string // added to the benchmark's own environment
+	dir   string   // where its log goes
+	ready func(ctx context.Context) error
+}
+
+// startProc starts a process pinned to s.cpus and waits until s.ready succeeds. The process
+// gets a process group of its own, so that a Ctrl-C reaches the benchmark only, which then
+// stops it, and is killed by the kernel if the benchmark dies without doing so.
+func startProc(ctx context.Context, s procSpec) (*proc, error) {
+	logPath := filepath.Join(s.dir, s.name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child has its own copy
+	cmd := exec.Command("taskset", append([]string{"-c", s.cpus, s.bin}, s.args...)...)
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.name, err)
+	}
+	p := &proc{name: s.name, cmd: cmd, logPath: logPath}
+	if err := waitReady(ctx, s.ready); err != nil {
+		p.stop()
+		log, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%s did not get ready: %w\n%s", s.name, err, log)
+	}
+	return p, nil
+}
+
+// waitReady polls ready for up to 30 seconds.
+func waitReady(ctx context.Context, ready func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// httpReady is a readiness check: GET url answers 200.
+func httpReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// pid is the process's id; taskset execs the program, so it is the program's too.
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// stop asks the process to stop (SIGTERM), and kills it if it has not after 10 seconds.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,79 +129,34 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startProc starts bin with env and args, and waits until path answers 200.
-func startProc(ctx context.Context, name, bin string, env []string, args []string, addr, ready string) (*proc, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	logFile, err := os.CreateTemp("", "bigseg-bench-"+name+"-*.log")
+// scrape reads a Prometheus text exposition.
+func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &proc{name: name, url: "http://" + addr, cmd: cmd}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(p.url + ready)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			log, _ := os.ReadFile(logFile.Name())
-			return nil, fmt.Errorf("%s did not get ready: %v\n%s", name, err, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (p *proc) stop() {
-	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-	}
-}
-
-// metric sums the samples of a metric whose labels include the given pairs.
-func (p *proc) metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get(p.url + "/metrics")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, err
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// sumMetric sums the samples of a family whose labels include the given name, value pairs:
+// counters and gauges by value, histograms by count.
+func sumMetric(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 	f, ok := families[name]
 	if !ok {
-		return 0, nil
+		return 0
 	}
 	sum := 0.0
 	for _, m := range f.Metric {
-		match := true
-		for i := 0; i+1 < len(labels); i += 2 {
-			found := false
-			for _, l := range m.Label {
-				found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-			}
-			match = match && found
-		}
-		if !match {
+		if !hasLabels(m, labels) {
 			continue
 		}
 		switch {
@@ -116,23 +166,22 @@ func (p *proc) metric(name string, labels ...string) (float64, error) {
 			sum += m.Gauge.GetValue()
 		case m.Histogram != nil:
 			sum += float64(m.Histogram.GetSampleCount())
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
 		}
 	}
-	return sum, nil
+	return sum
 }
 
-// commandCalls returns Redis's INFO commandstats call count for one command.
-func commandCalls(ctx context.Context, d *dataset, cmd string) (int64, error) {
-	info, err := d.client.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "cmdstat_"+cmd+":calls="); ok {
-			n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
-			return n, nil
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		found := false
+		for _, l := range m.Label {
+			found = found || l.GetName() == pairs[i] && l.GetValue() == pairs[i+1]
+		}
+		if !found {
+			return false
 		}
 	}
-	return 0, nil
+	return true
 }

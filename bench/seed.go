@@ -2,142 +2,108 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/fixture"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// dataset is the seeded data: contexts user-0 … user-(n-1) under a prefix of the run's own.
-type dataset struct {
-	client  *goredis.Client
-	prefix  string
-	n       int
-	hashes  []string
-	cleanup func()
-}
-
-// seed writes n contexts, 3 or 4 refs each, a mix of included and excluded, drawn from a
-// pool of 60 refs in 500 distinct sets (real data repeats sets heavily).
-func seed(ctx context.Context, o options) (*dataset, error) {
-	opts, err := goredis.ParseURL(o.redisURL)
-	if err != nil {
-		return nil, err
-	}
-	client := goredis.NewClient(opts)
-	if err := client.Ping(ctx).Err(); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("redis %s: %w", o.redisURL, err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	d := &dataset{client: client, prefix: "bigsegbench-" + hex.EncodeToString(b[:]), n: o.contexts}
-	d.cleanup = func() {
-		logf("removing the seeded keys under %s", d.prefix)
-		if err := deletePrefix(context.Background(), client, d.prefix); err != nil {
-			logf("cleanup: %v", err)
-		}
-		client.Close()
-	}
-
-	sets := make([][2][]string, 500)
-	for i := range sets {
-		refs := 3 + i%2
-		for j := range refs {
-			ref := fmt.Sprintf("segment-%02d.g%d", (i*7+j*11)%30, 1+(i+j)%2)
-			if (i+j)%3 == 0 {
-				sets[i][1] = append(sets[i][1], ref)
-			} else {
-				sets[i][0] = append(sets[i][0], ref)
-			}
-		}
-	}
-	d.hashes = make([]string, o.contexts)
-	contexts := make([]fixture.Context, o.contexts)
-	for i := range contexts {
-		h := segments.Hash("user-" + strconv.Itoa(i))
-		d.hashes[i] = h
-		s := sets[(i*7919)%len(sets)]
-		contexts[i] = fixture.Context{Hash: h, Included: s[0], Excluded: s[1]}
-	}
+// seed writes n contexts, user-0 … user-(n-1), in the LaunchDarkly layout, from 4 connections
+// in pipelines of 1000 contexts, then the storm's contexts, the cursor and the synchronization
+// time, as the Relay Proxy leaves them after a synchronization.
+func seed(ctx context.Context, c *goredis.Client, n int) error {
 	start := time.Now()
-	logf("seeding %d contexts under %s", o.contexts, d.prefix)
-	store := redis.New(client, d.prefix)
-	const workers = 4
-	var wg sync.WaitGroup
+	var sets [distinctSets][2][]any // SADD's arguments
+	for i, s := range membershipSets() {
+		sets[i] = [2][]any{toAny(s[0]), toAny(s[1])}
+	}
+	const workers, batch = 4, 1000
 	errs := make(chan error, workers)
-	chunk := (len(contexts) + workers - 1) / workers
+	var wg sync.WaitGroup
 	for w := range workers {
-		part := contexts[min(w*chunk, len(contexts)):min((w+1)*chunk, len(contexts))]
 		wg.Go(func() {
-			if _, err := store.Load(ctx, part, redis.LoadOptions{SynchronizedOn: time.Now(), BatchSize: 2000}); err != nil {
-				errs <- err
+			for from := w * batch; from < n; from += workers * batch {
+				if err := seedBatch(ctx, c, &sets, from, min(from+batch, n)); err != nil {
+					errs <- err
+					return
+				}
 			}
 		})
 	}
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		d.cleanup()
-		return nil, fmt.Errorf("seed: %w", err)
+		return fmt.Errorf("seed: %w", err)
 	}
-	logf("seeded in %s", time.Since(start).Round(time.Millisecond))
+	pipe := c.TxPipeline()
+	for i := range stormContexts {
+		pipe.SAdd(ctx, includePrefix+hashKey(stormKey(i)), sets[0][0]...)
+	}
+	pipe.Set(ctx, cursorKey, "bench-"+strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+	pipe.Set(ctx, syncedOnKey, strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("seed: cursor: %w", err)
+	}
+	logf("seeded %d contexts in %s", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
 
-	// Play the synchronizer: keep synchronized_on fresh, so that answers stay HEALTHY however
-	// long the run takes.
-	syncCtx, stopSync := context.WithCancel(context.Background())
-	var syncDone sync.WaitGroup
-	syncDone.Go(func() {
-		t := time.NewTicker(5 * time.Second)
+// seedBatch writes contexts [from, to) in one pipeline.
+func seedBatch(ctx context.Context, c *goredis.Client, sets *[distinctSets][2][]any, from, to int) error {
+	pipe := c.Pipeline()
+	for i := from; i < to; i++ {
+		hash := hashKey(contextKey(i))
+		s := sets[setOf(i)]
+		if len(s[0]) > 0 {
+			pipe.SAdd(ctx, includePrefix+hash, s[0]...)
+		}
+		if len(s[1]) > 0 {
+			pipe.SAdd(ctx, excludePrefix+hash, s[1]...)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+func toAny(refs []string) []any {
+	out := make([]any, len(refs))
+	for i, r := range refs {
+		out[i] = r
+	}
+	return out
+}
+
+// synchronizer plays the Relay Proxy while it is idle: it refreshes synchronized_on every
+// relayIdleEvery seconds and leaves the cursor alone, until Close.
+type synchronizer struct {
+	stop context.CancelFunc
+	done sync.WaitGroup
+}
+
+func startSynchronizer(c *goredis.Client) *synchronizer {
+	ctx, stop := context.WithCancel(context.Background())
+	s := &synchronizer{stop: stop}
+	s.done.Go(func() {
+		t := time.NewTicker(relayIdleEvery * time.Second)
 		defer t.Stop()
 		for {
 			select {
-			case <-syncCtx.Done():
+			case <-ctx.Done():
 				return
-			case <-t.C:
-				client.Set(syncCtx, store.SynchronizedOnKey(), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+			case now := <-t.C:
+				if err := c.Set(ctx, syncedOnKey, strconv.FormatInt(now.UnixMilli(), 10), 0).Err(); err != nil && ctx.Err() == nil {
+					logf("synchronizer: %v", err)
+				}
 			}
 		}
 	})
-	cleanup := d.cleanup
-	d.cleanup = func() {
-		stopSync()
-		syncDone.Wait()
-		cleanup()
-	}
-	return d, nil
+	return s
 }
 
-// deletePrefix removes every key under prefix (SCAN and UNLINK; never FLUSHALL).
-func deletePrefix(ctx context.Context, c *goredis.Client, prefix string) error {
-	iter := c.Scan(ctx, 0, prefix+":*", 10000).Iterator()
-	var keys []string
-	flush := func() error {
-		if len(keys) == 0 {
-			return nil
-		}
-		err := c.Unlink(ctx, keys...).Err()
-		keys = keys[:0]
-		return err
-	}
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 10000 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	return flush()
+// Close stops the synchronizer and waits for it.
+func (s *synchronizer) Close() {
+	s.stop()
+	s.done.Wait()
 }

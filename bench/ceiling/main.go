@@ -1,40 +1,47 @@
-// Command ceiling is the HTTP stack's limit for the benchmark: a bare chi server answering
-// bigseg's lookup route with a fixed body of the same size, on the same http.Server settings,
-// doing nothing else.
+// Command ceiling is the benchmark's two ceilings, what bigseg is measured against on the same
+// machine in the same run:
+//
+//	ceiling http -addr ADDR -body-file FILE [-header 'Name: value' ...]
+//
+// is the HTTP stack's limit: a bare chi server answering bigseg's lookup route with a fixed
+// body and headers copied from a real bigseg answer, on bigseg's http.Server settings, doing
+// nothing else;
+//
+//	ceiling redis -redis URL -prefix P -contexts N [-workers 64] [-duration 6s] [-seed S]
+//
+// is Redis's: a minimal go-redis client making the reads bigseg makes on a cache miss (two
+// SMEMBERS, pipelined) for random contexts from a number of goroutines, which prints wrk's
+// summary line (BENCHJSON) when done.
 package main
 
 import (
-	"flag"
-	"log"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/go-chi/chi/v5"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
-	size := flag.Int("body-size", 200, "bytes in each response body")
-	flag.Parse()
-
-	body := []byte(`{"contextKey":"x","padding":"` + strings.Repeat("x", max(*size-32, 0)) + `"}` + "\n")
-	body = body[len(body)-*size:] // exactly size bytes; the content does not matter
-	r := chi.NewRouter()
-	r.Get("/memberships/{contextKey}", func(w http.ResponseWriter, r *http.Request) {
-		_ = chi.URLParam(r, "contextKey")
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		_, _ = w.Write(body)
-	})
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ceiling:", err)
+		os.Exit(1)
 	}
-	log.Printf("listening on %s", ln.Addr())
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
-		WriteTimeout: 15 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	log.Fatal(srv.Serve(ln))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: ceiling http|redis [flags]")
+	}
+	switch args[0] {
+	case "http":
+		return serveHTTP(ctx, args[1:], stderr)
+	case "redis":
+		return loadRedis(ctx, args[1:], stdout, stderr)
+	}
+	return fmt.Errorf("unknown ceiling %q: want http or redis", args[0])
 }
