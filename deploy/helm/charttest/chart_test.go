@@ -251,7 +251,7 @@ func TestGraceFollowsShutdown(t *testing.T) {
 	} {
 		r := render(t, writeValues(t, tc.values))
 		if g := r.pod().TerminationGracePeriodSeconds; g == nil || *g != tc.want {
-			t.Errorf("%s: terminationGracePeriodSeconds %v, want %d", tc.values, g, tc.want)
+			t.Errorf("%s: terminationGracePeriodSeconds %d, want %d", tc.values, deref(g), tc.want)
 		}
 	}
 }
