@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 )
 
 // TestLint runs helm lint --strict with each values file. Lint renders templates in a mode
@@ -337,5 +338,82 @@ func TestChartCarriesDeployFiles(t *testing.T) {
 		if !found[name] {
 			t.Errorf("the package has no %s", name)
 		}
+	}
+}
+
+// TestNotes renders NOTES.txt (helm template skips it, and helm install needs a cluster) from
+// a copy of the chart where it is an ordinary template.
+func TestNotes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bigseg")
+	err := filepath.WalkDir(chartDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(chartDir, path)
+		content, err := os.ReadFile(path) // follows the chart's symbolic links
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), content, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// helm parses every template's output as YAML: the notes become one string in it.
+	notesPath := filepath.Join(dir, "templates", "NOTES.txt")
+	notes, err := os.ReadFile(notesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := `{{- define "charttest.notes" }}` + string(notes) + "{{- end }}\nnotes: {{ include \"charttest.notes\" . | toJson }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "notes.yaml"), []byte(wrapped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(notesPath); err != nil {
+		t.Fatal(err)
+	}
+	renderNotes := func(t *testing.T, valuesFile string) string {
+		t.Helper()
+		out, err := runHelm(t, "template", releaseName, dir, "--namespace", namespace, "-f", valuesFile, "--show-only", "templates/notes.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct{ Notes string }
+		if err := yaml.Unmarshal([]byte(out), &doc); err != nil || doc.Notes == "" {
+			t.Fatalf("no notes in %q (%v)", out, err)
+		}
+		return doc.Notes
+	}
+	files := valuesFiles(t)
+	for _, tc := range []struct {
+		values        string
+		want, notWant []string
+	}{
+		{"defaults", []string{"http://demo-bigseg.bigseg.svc:8080/memberships/<contextKey>", "WARNING: no Redis is configured", "which is empty"}, []string{"Mutual TLS", "limits.memory is not set"}},
+		{"tuned", []string{"loaded from /examples/memberships.json"}, []string{"which is empty"}},
+		{"cluster", nil, []string{"WARNING"}},
+		{"tls", []string{"https://demo-bigseg.bigseg.svc:8080/status", "curl -sk https://"}, []string{"WARNING", "Mutual TLS", "--cert", "token"}},
+		{"mtls", []string{"Mutual TLS", "CA in bigseg-clients-ca", "metrics port (9090)", "--cert client.crt"}, []string{"WARNING"}},
+		{"tokens", []string{"need a token from Secret bigseg-api-tokens"}, []string{"WARNING"}},
+	} {
+		t.Run(tc.values, func(t *testing.T) {
+			notes := renderNotes(t, files[tc.values])
+			for _, s := range tc.want {
+				if !strings.Contains(notes, s) {
+					t.Errorf("the notes do not say %q:\n%s", s, notes)
+				}
+			}
+			for _, s := range tc.notWant {
+				if strings.Contains(notes, s) {
+					t.Errorf("the notes say %q:\n%s", s, notes)
+				}
+			}
+		})
+	}
+	if n := renderNotes(t, writeValues(t, "resources: {limits: null}\n")); !strings.Contains(n, "limits.memory is not set") {
+		t.Errorf("no warning without a memory limit:\n%s", n)
 	}
 }
