@@ -327,8 +327,10 @@ func startServer(t *testing.T, f *facts, env map[string]string) (*runningServer,
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	logDone := make(chan struct{})
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
+		<-logDone // the log ends when the process does; only then may Wait close the pipe
 		_ = cmd.Wait()
 	})
 	type line struct {
@@ -340,6 +342,7 @@ func startServer(t *testing.T, f *facts, env map[string]string) (*runningServer,
 	var mu sync.Mutex
 	var log strings.Builder
 	go func() {
+		defer close(logDone)
 		srv := &runningServer{}
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
