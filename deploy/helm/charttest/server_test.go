@@ -56,7 +56,16 @@ var (
 	factsOnce sync.Once
 	theFacts  *facts
 	factsErr  error
+	buildDir  string // holds the server binary; TestMain removes it
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 // getFacts builds the server once per test binary (go build ./cmd/server in the repository
 // root, three directories up) and reads its settings from `server -h`.
@@ -79,12 +88,10 @@ func loadFacts() (*facts, error) {
 		return nil, fmt.Errorf("%s is not bigseg's repository root (%v)", root, err)
 	}
 	f := &facts{repoRoot: root}
-	dir, err := os.MkdirTemp("", "bigseg-charttest-")
-	if err != nil {
+	if buildDir, err = os.MkdirTemp("", "bigseg-charttest-"); err != nil {
 		return nil, err
 	}
-	// The binary outlives single tests; the directory is small and under the system's temp.
-	f.server = filepath.Join(dir, "server")
+	f.server = filepath.Join(buildDir, "server")
 	build := exec.Command("go", "build", "-o", f.server, "./cmd/server")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
