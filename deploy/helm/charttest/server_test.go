@@ -11,19 +11,6 @@ import (
 	"testing"
 )
 
-// pendingVars are settings the chart sets that arrive in the server with changes made
-// concurrently with the chart (issue 13: TLS on the HTTP listener, probes on the metrics
-// listener, the sentinel password file). Until `server -h` lists them they count as known,
-// and TestRenderedPodsRunTheServer makes allowances for the TLS change (see tlsLanded).
-// Delete this list, and the allowances, when those changes are merged; the tests say when.
-var pendingVars = map[string]bool{
-	"BIGSEG_TLS_CERT_FILE":                true,
-	"BIGSEG_TLS_KEY_FILE":                 true,
-	"BIGSEG_TLS_CLIENT_CA_FILE":           true,
-	"BIGSEG_METRICS_TLS":                  true,
-	"BIGSEG_REDIS_SENTINEL_PASSWORD_FILE": true,
-}
-
 // serverVar is one setting as `server -h` lists it.
 type serverVar struct {
 	typ, def, desc string
@@ -43,13 +30,6 @@ type facts struct {
 func (f *facts) known(name string) bool {
 	_, ok := f.vars[name]
 	return ok || pendingVars[name]
-}
-
-// tlsLanded reports whether the server has HTTPS on its listeners (and serves the probes on
-// its metrics listener, which lands with it). Delete with pendingVars.
-func (f *facts) tlsLanded() bool {
-	_, ok := f.vars["BIGSEG_TLS_CERT_FILE"]
-	return ok
 }
 
 var (
@@ -183,7 +163,7 @@ func TestServerUsageParses(t *testing.T) {
 	}
 	for name := range pendingVars {
 		if _, ok := f.vars[name]; ok {
-			t.Errorf("server -h now lists %s: delete it from pendingVars (and, with BIGSEG_TLS_CERT_FILE, the tlsLanded allowances)", name)
+			t.Errorf("server -h now lists %s: the change it came with has landed; see pending_test.go", name)
 		}
 	}
 }
