@@ -1,0 +1,309 @@
+{{/* Names and labels. */}}
+
+{{- define "bigseg.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "bigseg.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "bigseg.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "bigseg.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "bigseg.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "bigseg.labels" -}}
+helm.sh/chart: {{ include "bigseg.chart" . }}
+{{ include "bigseg.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/component: server
+app.kubernetes.io/part-of: bigseg
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "bigseg.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "bigseg.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "bigseg.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+bigseg.seconds: a Go duration ("5s", "1m30s", "500ms") in seconds, as a float. Go's own
+syntax, checked whole: anything else fails the render, naming the value.
+Call with (list "shutdown.delay" .Values.shutdown.delay).
+*/}}
+{{- define "bigseg.seconds" -}}
+{{- $name := index . 0 }}
+{{- $d := index . 1 }}
+{{- if not (kindIs "string" $d) }}
+{{- fail (printf "%s: want a Go duration such as 5s or 1m30s, in quotes, not %v" $name $d) }}
+{{- end }}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $parts := regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)" $d -1 }}
+{{- if eq $d "0" }}
+{{- 0.0 }}
+{{- else if or (not $parts) (ne (join "" $parts) $d) }}
+{{- fail (printf "%s: %q is not a Go duration (such as 5s, 500ms or 1m30s)" $name $d) }}
+{{- else }}
+{{- $total := 0.0 }}
+{{- range $parts }}
+{{- $num := regexFind "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)" . }}
+{{- $total = addf $total (mulf (float64 $num) (get $units (trimPrefix $num .))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+{{- end }}
+
+{{/*
+bigseg.bytes: a Kubernetes memory quantity ("256Mi", "1.5Gi", "512M", "1e9", 268435456) in
+bytes, as a float. Call with (list "resources.limits.memory" $quantity).
+*/}}
+{{- define "bigseg.bytes" -}}
+{{- $name := index . 0 }}
+{{- $q := index . 1 }}
+{{- if or (kindIs "float64" $q) (kindIs "int64" $q) (kindIs "int" $q) }}
+{{- float64 $q }}
+{{- else }}
+{{- $q = toString $q }}
+{{- $m := regexFind "^[0-9]+(\\.[0-9]+)?" $q }}
+{{- $suffix := trimPrefix $m $q }}
+{{- $mult := dict "" 1.0 "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- if not $m }}
+{{- fail (printf "%s: %q is not a memory quantity such as 256Mi or 1Gi" $name $q) }}
+{{- else if hasKey $mult $suffix }}
+{{- mulf (float64 $m) (get $mult $suffix) }}
+{{- else if regexMatch "^[eE][+-]?[0-9]+$" $suffix }}
+{{- $exp := int (trimPrefix "+" (substr 1 -1 $suffix)) }}
+{{- $v := float64 $m }}
+{{- range until (int (max $exp (sub 0 $exp))) }}
+{{- if gt $exp 0 }}{{ $v = mulf $v 10 }}{{ else }}{{ $v = divf $v 10 }}{{ end }}
+{{- end }}
+{{- $v }}
+{{- else }}
+{{- fail (printf "%s: %q is not a memory quantity such as 256Mi or 1Gi" $name $q) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The grace period: delay + timeout, rounded up, plus the margin. */}}
+{{- define "bigseg.terminationGracePeriodSeconds" -}}
+{{- $delay := include "bigseg.seconds" (list "shutdown.delay" .Values.shutdown.delay) | float64 }}
+{{- $timeout := include "bigseg.seconds" (list "shutdown.timeout" .Values.shutdown.timeout) | float64 }}
+{{- $margin := int .Values.shutdown.marginSeconds }}
+{{- if lt $margin 1 }}
+{{- fail "shutdown.marginSeconds: at least 1, so that the process exits before kubelet kills it" }}
+{{- end }}
+{{- add (ceil (addf $delay $timeout) | int) $margin }}
+{{- end }}
+
+{{/* GOMEMLIMIT: memoryLimitPercent of limits.memory, in whole MiB; empty without a limit. */}}
+{{- define "bigseg.goMemLimit" -}}
+{{- $limit := dig "limits" "memory" "" (.Values.resources | default dict) }}
+{{- if $limit }}
+{{- $pct := .Values.goRuntime.memoryLimitPercent | float64 }}
+{{- if or (le $pct 0.0) (gt $pct 100.0) }}
+{{- fail "goRuntime.memoryLimitPercent: more than 0, at most 100" }}
+{{- end }}
+{{- $bytes := include "bigseg.bytes" (list "resources.limits.memory" $limit) | float64 }}
+{{- $mib := floor (divf (mulf $bytes $pct) (mulf 100 1048576)) | int64 }}
+{{- if lt $mib 1 }}
+{{- fail (printf "resources.limits.memory: %v leaves less than 1 MiB for GOMEMLIMIT" $limit) }}
+{{- end }}
+{{- printf "%dMiB" $mib }}
+{{- end }}
+{{- end }}
+
+{{/* Probes: the API port (HTTPS under TLS), or the plain metrics port under mutual TLS. */}}
+{{- define "bigseg.probePort" -}}
+{{- if and .Values.tls.enabled .Values.tls.clientCA.enabled }}metrics{{ else }}http{{ end }}
+{{- end }}
+
+{{- define "bigseg.probeScheme" -}}
+{{- if and .Values.tls.enabled (not .Values.tls.clientCA.enabled) }}HTTPS{{ else }}HTTP{{ end }}
+{{- end }}
+
+{{/*
+Where the mounted secrets appear in the container. Each Secret is its own volume, mounted as a
+directory (never subPath, which would not follow updates), with fixed file names.
+*/}}
+{{- define "bigseg.secretMounts" -}}
+{{- $m := list }}
+{{- with .Values.tls }}
+{{- if .enabled }}
+{{- $m = append $m (dict "volume" "tls" "secret" .secretName "dir" "/etc/bigseg/tls" "items" (list (dict "key" "tls.crt" "path" "tls.crt" "env" "BIGSEG_TLS_CERT_FILE") (dict "key" "tls.key" "path" "tls.key" "env" "BIGSEG_TLS_KEY_FILE"))) }}
+{{- if .clientCA.enabled }}
+{{- $m = append $m (dict "volume" "tls-client-ca" "secret" (.clientCA.secretName | default .secretName) "dir" "/etc/bigseg/tls-client-ca" "items" (list (dict "key" .clientCA.key "path" "ca.crt" "env" "BIGSEG_TLS_CLIENT_CA_FILE"))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.redis }}
+{{- if .passwordSecret.name }}
+{{- $m = append $m (dict "volume" "redis-password" "secret" .passwordSecret.name "dir" "/etc/bigseg/redis-password" "items" (list (dict "key" .passwordSecret.key "path" "password" "env" "BIGSEG_REDIS_PASSWORD_FILE"))) }}
+{{- end }}
+{{- if .sentinel.passwordSecret.name }}
+{{- $m = append $m (dict "volume" "redis-sentinel-password" "secret" .sentinel.passwordSecret.name "dir" "/etc/bigseg/redis-sentinel-password" "items" (list (dict "key" .sentinel.passwordSecret.key "path" "password" "env" "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE"))) }}
+{{- end }}
+{{- if .tls.caSecret.name }}
+{{- $m = append $m (dict "volume" "redis-tls-ca" "secret" .tls.caSecret.name "dir" "/etc/bigseg/redis-tls-ca" "items" (list (dict "key" .tls.caSecret.key "path" "ca.crt" "env" "BIGSEG_REDIS_TLS_CA_FILE"))) }}
+{{- end }}
+{{- if .tls.clientCertSecret.name }}
+{{- $m = append $m (dict "volume" "redis-tls-client" "secret" .tls.clientCertSecret.name "dir" "/etc/bigseg/redis-tls-client" "items" (list (dict "key" .tls.clientCertSecret.certKey "path" "tls.crt" "env" "BIGSEG_REDIS_TLS_CERT_FILE") (dict "key" .tls.clientCertSecret.keyKey "path" "tls.key" "env" "BIGSEG_REDIS_TLS_KEY_FILE"))) }}
+{{- end }}
+{{- end }}
+{{- if .Values.apiTokens.secretName }}
+{{- $m = append $m (dict "volume" "api-tokens" "secret" .Values.apiTokens.secretName "dir" "/etc/bigseg/api-tokens" "items" (list (dict "key" .Values.apiTokens.key "path" "tokens" "env" "BIGSEG_API_TOKENS_FILE"))) }}
+{{- end }}
+{{- toYaml (dict "mounts" $m) }}
+{{- end }}
+
+{{/*
+bigseg.settings: every BIGSEG_* variable the chart sets, as a YAML map of strings, after
+checking the values. The ConfigMap holds exactly this.
+*/}}
+{{- define "bigseg.settings" -}}
+{{- include "bigseg.validate" . }}
+{{- $env := dict }}
+{{- $_ := set $env "BIGSEG_ADDR" (printf ":%d" (int .Values.ports.http)) }}
+{{- $_ = set $env "BIGSEG_METRICS_ADDR" (printf ":%d" (int .Values.ports.metrics)) }}
+{{- $_ = set $env "BIGSEG_SHUTDOWN_DELAY" .Values.shutdown.delay }}
+{{- $_ = set $env "BIGSEG_SHUTDOWN_TIMEOUT" .Values.shutdown.timeout }}
+{{- with .Values.redis }}
+{{- if .url }}{{ $_ = set $env "BIGSEG_REDIS_URL" .url }}{{ end }}
+{{- if .cluster.addrs }}{{ $_ = set $env "BIGSEG_REDIS_CLUSTER_ADDRS" (join "," .cluster.addrs) }}{{ end }}
+{{- if .sentinel.addrs }}
+{{- $_ = set $env "BIGSEG_REDIS_SENTINEL_ADDRS" (join "," .sentinel.addrs) }}
+{{- $_ = set $env "BIGSEG_REDIS_SENTINEL_MASTER" .sentinel.master }}
+{{- end }}
+{{- if .tls.enabled }}{{ $_ = set $env "BIGSEG_REDIS_TLS" "true" }}{{ end }}
+{{- end }}
+{{- if .Values.tls.enabled }}
+{{- $_ = set $env "BIGSEG_METRICS_TLS" (toString .Values.tls.metrics) }}
+{{- end }}
+{{- range (include "bigseg.secretMounts" . | fromYaml).mounts }}
+{{- $dir := .dir }}
+{{- range .items }}
+{{- $_ = set $env .env (printf "%s/%s" $dir .path) }}
+{{- end }}
+{{- end }}
+{{- range $k, $v := .Values.config }}
+{{- if kindIs "invalid" $v }}
+{{- /* null: unset, the server's default applies */ -}}
+{{- else if and (kindIs "float64" $v) (eq $v (floor $v)) }}
+{{- $_ = set $env $k (printf "%d" (int64 $v)) }}
+{{- else if or (kindIs "map" $v) (kindIs "slice" $v) }}
+{{- fail (printf "config.%s: want a string, number or boolean" $k) }}
+{{- else }}
+{{- $_ = set $env $k (toString $v) }}
+{{- end }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+bigseg.validate: refuses values that would not work, or would put a secret in clear, naming
+the value at fault.
+*/}}
+{{- define "bigseg.validate" -}}
+{{- $_ := include "bigseg.terminationGracePeriodSeconds" . }}
+{{- $_ = include "bigseg.goMemLimit" . }}
+{{- $structured := dict
+  "BIGSEG_ADDR" "ports.http"
+  "BIGSEG_METRICS_ADDR" "ports.metrics"
+  "BIGSEG_METRICS_TLS" "tls.metrics"
+  "BIGSEG_TLS_CERT_FILE" "tls.enabled and tls.secretName"
+  "BIGSEG_TLS_KEY_FILE" "tls.enabled and tls.secretName"
+  "BIGSEG_TLS_CLIENT_CA_FILE" "tls.clientCA"
+  "BIGSEG_REDIS_URL" "redis.url"
+  "BIGSEG_REDIS_CLUSTER_ADDRS" "redis.cluster.addrs"
+  "BIGSEG_REDIS_SENTINEL_ADDRS" "redis.sentinel.addrs"
+  "BIGSEG_REDIS_SENTINEL_MASTER" "redis.sentinel.master"
+  "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE" "redis.sentinel.passwordSecret"
+  "BIGSEG_REDIS_PASSWORD_FILE" "redis.passwordSecret"
+  "BIGSEG_REDIS_TLS" "redis.tls.enabled"
+  "BIGSEG_REDIS_TLS_CA_FILE" "redis.tls.caSecret"
+  "BIGSEG_REDIS_TLS_CERT_FILE" "redis.tls.clientCertSecret"
+  "BIGSEG_REDIS_TLS_KEY_FILE" "redis.tls.clientCertSecret"
+  "BIGSEG_API_TOKENS_FILE" "apiTokens.secretName"
+  "BIGSEG_SHUTDOWN_DELAY" "shutdown.delay"
+  "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout" }}
+{{- $inClear := dict
+  "BIGSEG_REDIS_PASSWORD" "redis.passwordSecret"
+  "BIGSEG_REDIS_SENTINEL_PASSWORD" "redis.sentinel.passwordSecret"
+  "BIGSEG_API_TOKENS" "apiTokens.secretName" }}
+{{- range $k, $v := .Values.config }}
+{{- if hasKey $inClear $k }}
+{{- fail (printf "config.%s: secrets never go in values; mount an existing Secret with %s" $k (get $inClear $k)) }}
+{{- else if hasKey $structured $k }}
+{{- fail (printf "config.%s: set it with %s, not config" $k (get $structured $k)) }}
+{{- else if not (regexMatch "^BIGSEG_[A-Z0-9_]+$" $k) }}
+{{- fail (printf "config.%s: only BIGSEG_* settings go in config" $k) }}
+{{- end }}
+{{- end }}
+{{- with .Values.redis }}
+{{- $topologies := 0 }}
+{{- if .url }}{{ $topologies = add1 $topologies }}{{ end }}
+{{- if .cluster.addrs }}{{ $topologies = add1 $topologies }}{{ end }}
+{{- if .sentinel.addrs }}{{ $topologies = add1 $topologies }}{{ end }}
+{{- if gt $topologies 1 }}
+{{- fail "redis: choose one of url, cluster.addrs and sentinel.addrs" }}
+{{- end }}
+{{- if regexMatch "^[a-z]+://[^/@]*:[^/@]*@" .url }}
+{{- fail "redis.url: holds a password; put it in a Secret and name it in redis.passwordSecret" }}
+{{- end }}
+{{- if and .sentinel.addrs (not .sentinel.master) }}
+{{- fail "redis.sentinel.master: required with redis.sentinel.addrs" }}
+{{- end }}
+{{- if and .sentinel.master (not .sentinel.addrs) }}
+{{- fail "redis.sentinel.addrs: required with redis.sentinel.master" }}
+{{- end }}
+{{- if and (or .tls.caSecret.name .tls.clientCertSecret.name) (not .tls.enabled) (not (hasPrefix "rediss://" .url)) }}
+{{- fail "redis.tls.enabled: required with redis.tls.caSecret or redis.tls.clientCertSecret (or a rediss:// url)" }}
+{{- end }}
+{{- end }}
+{{- with .Values.tls }}
+{{- if and .enabled (not .secretName) }}
+{{- fail "tls.secretName: required with tls.enabled (a kubernetes.io/tls Secret)" }}
+{{- end }}
+{{- if and .clientCA.enabled (not .enabled) }}
+{{- fail "tls.clientCA.enabled: requires tls.enabled" }}
+{{- end }}
+{{- if and .metrics (not .enabled) }}
+{{- fail "tls.metrics: requires tls.enabled" }}
+{{- end }}
+{{- if and .clientCA.enabled .metrics }}
+{{- fail "tls.metrics: not with tls.clientCA: under mutual TLS kubelet's probes use the metrics port, which must stay plain HTTP" }}
+{{- end }}
+{{- end }}
+{{- if eq (int .Values.ports.http) (int .Values.ports.metrics) }}
+{{- fail "ports.metrics: must differ from ports.http" }}
+{{- end }}
+{{- with .Values.autoscaling }}
+{{- if and .enabled (gt (int .minReplicas) (int .maxReplicas)) }}
+{{- fail "autoscaling.minReplicas: more than autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}
+{{- end }}
