@@ -11,7 +11,7 @@ import (
 	"github.com/bigseg/bigseg/storage/memory"
 )
 
-var benchResult = segments.Result{
+var benchResult = segments.Answer{
 	ContextHash: segments.Hash("alice"),
 	Membership:  segments.NewMembership([]string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, []string{"blocked.g1"}),
 	Status:      segments.Healthy,

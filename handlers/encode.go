@@ -77,7 +77,7 @@ func (e *encoder) close() {
 }
 
 // result appends one lookup's JSON object. key is omitted when byHash.
-func (e *encoder) result(byHash bool, key string, r segments.Result) {
+func (e *encoder) result(byHash bool, key string, r segments.Answer) {
 	b := append(e.b, '{')
 	if !byHash {
 		b = append(b, `"contextKey":`...)

@@ -42,7 +42,7 @@ func FuzzAppendString(f *testing.F) {
 
 func TestAppendResultIsValidJSON(t *testing.T) {
 	m := segments.NewMembership([]string{"b\"x", "a\xff"}, []string{"c\n"})
-	for _, r := range []segments.Result{
+	for _, r := range []segments.Answer{
 		{ContextHash: segments.Hash("k"), Membership: m, Status: segments.Healthy},
 		{ContextHash: segments.Hash("k"), Status: segments.Stale},
 		{ContextHash: segments.Hash("k"), Status: segments.StoreError, Err: errors.New("x")},

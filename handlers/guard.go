@@ -12,9 +12,9 @@ import (
 // authenticate lets a request through only with "Authorization: Bearer <token>" naming one of
 // the accepted tokens. Tokens are compared as SHA-256 digests in constant time, against every
 // accepted token, so neither timing nor the answer tells which part was wrong.
-func (a *handler) authenticate(next http.Handler) http.Handler {
+func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorized(r.Header.Get("Authorization")) {
+		if !s.authorized(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bigseg"`)
 			refuse(w, http.StatusUnauthorized, "a valid bearer token is required")
 			return
@@ -23,14 +23,14 @@ func (a *handler) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-func (a *handler) authorized(header string) bool {
+func (s *server) authorized(header string) bool {
 	scheme, token, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	digest := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	match := 0
-	for _, t := range a.tokens {
+	for _, t := range s.tokens {
 		match |= subtle.ConstantTimeCompare(digest[:], t[:])
 	}
 	return match == 1
@@ -53,36 +53,36 @@ func newShedder(limit int, wait time.Duration) *shedder {
 // 429 and returns false. The caller must call release once the lookup is answered. Slots are
 // only taken once the request is complete, so that a client still sending (or sending
 // slowly) never holds one.
-func (a *handler) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
-	s := a.shedder
-	if s == nil {
+func (s *server) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	sh := s.shedder
+	if sh == nil {
 		return func() {}, true
 	}
 	select {
-	case s.running <- struct{}{}:
-		return func() { <-s.running }, true
+	case sh.running <- struct{}{}:
+		return func() { <-sh.running }, true
 	default:
 	}
 	select {
-	case s.waiting <- struct{}{}:
+	case sh.waiting <- struct{}{}:
 	default:
-		a.tooBusy(w)
+		s.tooBusy(w)
 		return nil, false
 	}
-	defer func() { <-s.waiting }()
-	timer := time.NewTimer(s.wait)
+	defer func() { <-sh.waiting }()
+	timer := time.NewTimer(sh.wait)
 	defer timer.Stop()
 	select {
-	case s.running <- struct{}{}:
-		return func() { <-s.running }, true
+	case sh.running <- struct{}{}:
+		return func() { <-sh.running }, true
 	case <-timer.C:
 	case <-r.Context().Done(): // the client left while waiting
 	}
-	a.tooBusy(w)
+	s.tooBusy(w)
 	return nil, false
 }
 
-func (a *handler) tooBusy(w http.ResponseWriter) {
+func (s *server) tooBusy(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	refuse(w, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
 }
@@ -95,10 +95,10 @@ func refuse(w http.ResponseWriter, code int, msg string) {
 }
 
 // openStream takes a status stream slot, or answers 503 with Retry-After and returns false.
-func (a *handler) openStream(w http.ResponseWriter) (release func(), ok bool) {
+func (s *server) openStream(w http.ResponseWriter) (release func(), ok bool) {
 	select {
-	case a.streams <- struct{}{}:
-		return func() { <-a.streams }, true
+	case s.streams <- struct{}{}:
+		return func() { <-s.streams }, true
 	default:
 		w.Header().Set("Retry-After", "5")
 		refuse(w, http.StatusServiceUnavailable, "too many status streams open; retry later, or poll /status")
@@ -108,7 +108,7 @@ func (a *handler) openStream(w http.ResponseWriter) (release func(), ok bool) {
 
 // accessLog logs each answered request with its route pattern, never its path: paths hold
 // context keys, which are personal data.
-func (a *handler) logAccess(next http.Handler) http.Handler {
+func (s *server) logAccess(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
@@ -117,7 +117,7 @@ func (a *handler) logAccess(next http.Handler) http.Handler {
 		if code == 0 {
 			code = http.StatusOK
 		}
-		a.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", methodLabel(r.Method)), slog.String("route", routeLabel(r)), slog.Int("code", code),
 			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000))
 	})

@@ -31,7 +31,7 @@ const (
 // duration. Both labels come from fixed sets, whatever clients send.
 type RequestObserver func(route, method string, code int, d time.Duration)
 
-type handler struct {
+type server struct {
 	svc             *segments.Service
 	log             *slog.Logger
 	maxKeyBytes     int
@@ -54,58 +54,58 @@ type handler struct {
 }
 
 // Option configures the handler.
-type Option func(*handler)
+type Option func(*server)
 
 // WithLogger sets where request problems are logged. Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(a *handler) { a.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(s *server) { s.log = l } }
 
 // WithMaxKeyBytes bounds the length of a context key in bytes. Default DefaultMaxKeyBytes.
-func WithMaxKeyBytes(n int) Option { return func(a *handler) { a.maxKeyBytes = n } }
+func WithMaxKeyBytes(n int) Option { return func(s *server) { s.maxKeyBytes = n } }
 
 // WithMaxBatch bounds the number of lookups in one POST /memberships. Default DefaultMaxBatch.
-func WithMaxBatch(n int) Option { return func(a *handler) { a.maxBatch = n } }
+func WithMaxBatch(n int) Option { return func(s *server) { s.maxBatch = n } }
 
 // WithMaxBodyBytes bounds request bodies. Default DefaultMaxBodyBytes.
-func WithMaxBodyBytes(n int64) Option { return func(a *handler) { a.maxBodyBytes = n } }
+func WithMaxBodyBytes(n int64) Option { return func(s *server) { s.maxBodyBytes = n } }
 
 // WithBodyReadTimeout bounds how long a client may take to send a batch body; it is read
 // before the request takes a lookup slot. Default DefaultBodyReadTimeout.
-func WithBodyReadTimeout(d time.Duration) Option { return func(a *handler) { a.bodyReadTimeout = d } }
+func WithBodyReadTimeout(d time.Duration) Option { return func(s *server) { s.bodyReadTimeout = d } }
 
 // WithMaxBatchRefs bounds the segment refs one batch answer may hold, so that a small request
 // cannot make a huge answer. Default DefaultMaxBatchRefs.
-func WithMaxBatchRefs(n int) Option { return func(a *handler) { a.maxBatchRefs = n } }
+func WithMaxBatchRefs(n int) Option { return func(s *server) { s.maxBatchRefs = n } }
 
 // WithMaxStreams bounds the status streams open at once; beyond it, a stream is refused with
 // 503 and Retry-After. Default DefaultMaxStreams.
 func WithMaxStreams(n int) Option {
-	return func(a *handler) { a.streams = make(chan struct{}, max(n, 0)) }
+	return func(s *server) { s.streams = make(chan struct{}, max(n, 0)) }
 }
 
 // WithRequestObserver sets who is told about each request (metrics).
-func WithRequestObserver(o RequestObserver) Option { return func(a *handler) { a.observe = o } }
+func WithRequestObserver(o RequestObserver) Option { return func(s *server) { s.observe = o } }
 
 // WithMetrics serves h at /metrics.
-func WithMetrics(h http.Handler) Option { return func(a *handler) { a.metrics = h } }
+func WithMetrics(h http.Handler) Option { return func(s *server) { s.metrics = h } }
 
 // WithStoreName sets the store named in /status ("redis" or "memory").
-func WithStoreName(name string) Option { return func(a *handler) { a.storeName = name } }
+func WithStoreName(name string) Option { return func(s *server) { s.storeName = name } }
 
 // WithHeartbeat sets how often an idle status stream sends a comment. Default DefaultHeartbeat.
-func WithHeartbeat(d time.Duration) Option { return func(a *handler) { a.heartbeat = d } }
+func WithHeartbeat(d time.Duration) Option { return func(s *server) { s.heartbeat = d } }
 
 // WithStop ends every open status stream once stop is closed, so that the server's shutdown
 // does not wait for streams that never end by themselves.
-func WithStop(stop <-chan struct{}) Option { return func(a *handler) { a.stop = stop } }
+func WithStop(stop <-chan struct{}) Option { return func(s *server) { s.stop = stop } }
 
 // WithAPITokens requires "Authorization: Bearer <token>", with one of tokens, on every
 // /memberships route and on /status/stream (which holds a connection open). Probes, /status
 // and /metrics stay open. No tokens means no check.
 func WithAPITokens(tokens []string) Option {
-	return func(a *handler) {
-		a.tokens = nil
+	return func(s *server) {
+		s.tokens = nil
 		for _, t := range tokens {
-			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
+			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
 		}
 	}
 }
@@ -114,20 +114,20 @@ func WithAPITokens(tokens []string) Option {
 // wait up to wait for a slot; others get 429 with Retry-After at once. Probes, /status and
 // /metrics are never shed. A limit of 0 turns shedding off.
 func WithLoadShedding(limit int, wait time.Duration) Option {
-	return func(a *handler) {
-		a.shedder = nil
+	return func(s *server) {
+		s.shedder = nil
 		if limit > 0 {
-			a.shedder = newShedder(limit, wait)
+			s.shedder = newShedder(limit, wait)
 		}
 	}
 }
 
 // WithAccessLog logs every request at info level, by route pattern.
-func WithAccessLog(on bool) Option { return func(a *handler) { a.accessLog = on } }
+func WithAccessLog(on bool) Option { return func(s *server) { s.accessLog = on } }
 
 // New returns the HTTP API over svc.
 func New(svc *segments.Service, opts ...Option) http.Handler {
-	a := &handler{
+	s := &server{
 		svc:             svc,
 		log:             slog.New(slog.DiscardHandler),
 		maxKeyBytes:     DefaultMaxKeyBytes,
@@ -139,20 +139,20 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 		heartbeat:       DefaultHeartbeat,
 	}
 	for _, o := range opts {
-		o(a)
+		o(s)
 	}
-	a.mux = chi.NewRouter()
-	if a.observe != nil {
-		a.mux.Use(a.observed) // outermost: it sees the 500 of a recovered panic
+	s.mux = chi.NewRouter()
+	if s.observe != nil {
+		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic
 	}
-	a.mux.Use(a.closeWhenDraining, a.recoverer, middleware.GetHead)
-	if a.accessLog {
-		a.mux.Use(a.logAccess)
+	s.mux.Use(s.closeWhenDraining, s.recoverer, middleware.GetHead)
+	if s.accessLog {
+		s.mux.Use(s.logAccess)
 	}
-	a.mux.NotFound(a.notFound)
-	a.mux.MethodNotAllowed(a.methodNotAllowed)
-	a.routes(a.mux)
-	return a.mux
+	s.mux.NotFound(s.notFound)
+	s.mux.MethodNotAllowed(s.methodNotAllowed)
+	s.routes(s.mux)
+	return s.mux
 }
 
 // errorBody is every error response.
@@ -183,7 +183,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, errorBody{Error: msg})
 }
 
-func (a *handler) notFound(w http.ResponseWriter, r *http.Request) {
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/memberships/" {
 		writeError(w, http.StatusNotFound, "context key is empty: GET /memberships/{contextKey}")
 		return
@@ -193,13 +193,13 @@ func (a *handler) notFound(w http.ResponseWriter, r *http.Request) {
 
 // methodNotAllowed answers a method that a route does not have: OPTIONS with 204 and the
 // Allow header, any other with 405 and Allow.
-func (a *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path
 	}
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		if a.mux.Match(chi.NewRouteContext(), m, path) {
+		if s.mux.Match(chi.NewRouteContext(), m, path) {
 			w.Header().Add("Allow", m)
 			if m == http.MethodGet {
 				w.Header().Add("Allow", http.MethodHead)
@@ -217,9 +217,9 @@ func (a *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 // closeWhenDraining asks clients to close their connections once shutdown has begun
 // ("Connection: close" after each answer), so that they reconnect elsewhere before the
 // listener closes, instead of losing a request sent on a connection that is closing.
-func (a *handler) closeWhenDraining(next http.Handler) http.Handler {
+func (s *server) closeWhenDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.svc.Draining() {
+		if s.svc.Draining() {
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)
@@ -247,14 +247,14 @@ func routeLabel(r *http.Request) string {
 
 // recoverer turns a panic into a 500 with a JSON body and a log line, instead of a dropped
 // connection. http.ErrAbortHandler is passed on: it is how a handler aborts on purpose.
-func (a *handler) recoverer(next http.Handler) http.Handler {
+func (s *server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				a.log.Error("handler panic", "route", chi.RouteContext(r.Context()).RoutePattern(), "panic", v)
+				s.log.Error("handler panic", "route", chi.RouteContext(r.Context()).RoutePattern(), "panic", v)
 				writeError(w, http.StatusInternalServerError, "internal error")
 			}
 		}()
@@ -287,7 +287,7 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
 
-func (a *handler) observed(next http.Handler) http.Handler {
+func (s *server) observed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := recorders.Get().(*statusRecorder)
@@ -299,7 +299,7 @@ func (a *handler) observed(next http.Handler) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
-			a.observe(routeLabel(r), methodLabel(r.Method), code, time.Since(start))
+			s.observe(routeLabel(r), methodLabel(r.Method), code, time.Since(start))
 		}()
 		next.ServeHTTP(rec, r)
 	})

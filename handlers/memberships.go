@@ -21,26 +21,26 @@ import (
 )
 
 // getMembership serves GET /memberships/{contextKey}.
-func (a *handler) getMembership() http.HandlerFunc {
+func (s *server) getMembership() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, err := a.pathKey(r)
+		key, err := s.pathKey(r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		release, ok := a.admit(w, r)
+		release, ok := s.admit(w, r)
 		if !ok {
 			return
 		}
 		defer release()
-		writeLookup(w, false, key, a.svc.Lookup(r.Context(), key))
+		writeLookup(w, false, key, s.svc.Lookup(r.Context(), key))
 	}
 }
 
 // pathKey returns the context key of the request path. chi matches on the escaped path when
 // the request had escapes that matter (RawPath set, as for "%2F"), and then hands over the
 // still-escaped value; otherwise the value is already unescaped. So unescape exactly once.
-func (a *handler) pathKey(r *http.Request) (string, error) {
+func (s *server) pathKey(r *http.Request) (string, error) {
 	key := chi.URLParam(r, "contextKey")
 	if r.URL.RawPath != "" {
 		var err error
@@ -48,15 +48,15 @@ func (a *handler) pathKey(r *http.Request) (string, error) {
 			return "", errors.New("context key is not validly percent-encoded")
 		}
 	}
-	return key, a.validKey(key)
+	return key, s.validKey(key)
 }
 
-func (a *handler) validKey(key string) error {
+func (s *server) validKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("context key is empty")
-	case len(key) > a.maxKeyBytes:
-		return fmt.Errorf("context key is longer than %d bytes", a.maxKeyBytes)
+	case len(key) > s.maxKeyBytes:
+		return fmt.Errorf("context key is longer than %d bytes", s.maxKeyBytes)
 	case !utf8.ValidString(key):
 		return errors.New("context key is not valid UTF-8")
 	}
@@ -65,7 +65,7 @@ func (a *handler) validKey(key string) error {
 
 // getMembershipByHash serves GET /memberships?contextHash=..., the lookup an SDK's Big
 // Segment store makes, since it only ever has the hash.
-func (a *handler) getMembershipByHash() http.HandlerFunc {
+func (s *server) getMembershipByHash() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
@@ -86,12 +86,12 @@ func (a *handler) getMembershipByHash() http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		release, ok := a.admit(w, r)
+		release, ok := s.admit(w, r)
 		if !ok {
 			return
 		}
 		defer release()
-		writeLookup(w, true, "", a.svc.LookupHash(r.Context(), hash))
+		writeLookup(w, true, "", s.svc.LookupHash(r.Context(), hash))
 	}
 }
 
@@ -104,7 +104,7 @@ func normalizeHash(h string) (string, error) {
 
 // writeLookup writes one lookup's response: 200, or 503 when the read failed (the service
 // has logged why).
-func writeLookup(w http.ResponseWriter, byHash bool, key string, res segments.Result) {
+func writeLookup(w http.ResponseWriter, byHash bool, key string, res segments.Answer) {
 	code := http.StatusOK
 	if res.Err != nil {
 		code = http.StatusServiceUnavailable
@@ -123,27 +123,27 @@ type batchRequest struct {
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
 // then hashes), with all cache misses read in one store call. The body is read and checked
 // before the request takes a lookup slot.
-func (a *handler) postMemberships() http.HandlerFunc {
+func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req, code, err := a.decodeBatch(w, r)
+		req, code, err := s.decodeBatch(w, r)
 		if err != nil {
 			writeError(w, code, err.Error())
 			return
 		}
-		hashes, err := a.batchHashes(req)
+		hashes, err := s.batchHashes(req)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		release, ok := a.admit(w, r)
+		release, ok := s.admit(w, r)
 		if !ok {
 			return
 		}
 		defer release()
-		results := a.svc.LookupBatch(r.Context(), hashes)
-		if refs := countRefs(results); refs > a.maxBatchRefs {
+		results := s.svc.LookupBatch(r.Context(), hashes)
+		if refs := countRefs(results); refs > s.maxBatchRefs {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(
-				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, a.maxBatchRefs))
+				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.maxBatchRefs))
 			return
 		}
 		e := newEncoder(w, http.StatusOK)
@@ -166,10 +166,10 @@ func (a *handler) postMemberships() http.HandlerFunc {
 }
 
 // batchHashes checks a batch's keys and hashes and returns the hashes to look up, keys first.
-func (a *handler) batchHashes(req batchRequest) ([]string, error) {
+func (s *server) batchHashes(req batchRequest) ([]string, error) {
 	hashes := make([]string, 0, len(req.ContextKeys)+len(req.ContextHashes))
 	for i, k := range req.ContextKeys {
-		if err := a.validKey(k); err != nil {
+		if err := s.validKey(k); err != nil {
 			return nil, fmt.Errorf("contextKeys[%d]: %v", i, err)
 		}
 		hashes = append(hashes, segments.Hash(k))
@@ -183,7 +183,7 @@ func (a *handler) batchHashes(req batchRequest) ([]string, error) {
 	return hashes, nil
 }
 
-func countRefs(results []segments.Result) int {
+func countRefs(results []segments.Answer) int {
 	n := 0
 	for _, r := range results {
 		n += r.Membership.Len()
@@ -193,7 +193,7 @@ func countRefs(results []segments.Result) int {
 
 // decodeBatch reads and checks a batch request, returning the status code for its error. The
 // body must arrive within the body read timeout, whatever the server's own timeouts are.
-func (a *handler) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequest, int, error) {
+func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequest, int, error) {
 	var req batchRequest
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return req, http.StatusUnsupportedMediaType, errors.New("Content-Encoding must be identity: compressed bodies are not accepted")
@@ -201,15 +201,15 @@ func (a *handler) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequ
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return req, http.StatusUnsupportedMediaType, errors.New("Content-Type must be application/json")
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(a.bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBodyBytes))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes", a.maxBodyBytes)
+			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes", s.maxBodyBytes)
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return req, http.StatusRequestTimeout, fmt.Errorf("request body did not arrive within %v", a.bodyReadTimeout)
+			return req, http.StatusRequestTimeout, fmt.Errorf("request body did not arrive within %v", s.bodyReadTimeout)
 		}
 		return req, http.StatusBadRequest, errors.New("request body could not be read")
 	}
@@ -232,8 +232,8 @@ func (a *handler) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequ
 	if _, err := dec.Token(); err != io.EOF {
 		return req, http.StatusBadRequest, errors.New("request body holds more than one JSON value")
 	}
-	if n := len(req.ContextKeys) + len(req.ContextHashes); n > a.maxBatch {
-		return req, http.StatusBadRequest, fmt.Errorf("batch of %d lookups is over the limit of %d", n, a.maxBatch)
+	if n := len(req.ContextKeys) + len(req.ContextHashes); n > s.maxBatch {
+		return req, http.StatusBadRequest, fmt.Errorf("batch of %d lookups is over the limit of %d", n, s.maxBatch)
 	}
 	return req, 0, nil
 }

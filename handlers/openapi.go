@@ -7,7 +7,7 @@ import (
 )
 
 // openAPI serves the API description.
-func (a *handler) openAPI() http.HandlerFunc {
+func (s *server) openAPI() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(api.OpenAPI)

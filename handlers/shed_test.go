@@ -12,11 +12,11 @@ import (
 // TestShedderBounds: with a limit of 2, two requests run, two wait, and a fifth is refused at
 // once; when the running ones finish, the waiting ones run.
 func TestShedderBounds(t *testing.T) {
-	a := &handler{shedder: newShedder(2, time.Hour)}
+	s := &server{shedder: newShedder(2, time.Hour)}
 	release := make(chan struct{})
 	var inside atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		done, ok := a.admit(w, r)
+		done, ok := s.admit(w, r)
 		if !ok {
 			return
 		}
@@ -49,7 +49,7 @@ func TestShedderBounds(t *testing.T) {
 	for range 2 {
 		wg.Go(func() { codes <- serve() })
 	}
-	waitUntil("two waiting", func() bool { return len(a.shedder.waiting) == 2 })
+	waitUntil("two waiting", func() bool { return len(s.shedder.waiting) == 2 })
 	if code := serve(); code != http.StatusTooManyRequests {
 		t.Errorf("fifth request: %d, want 429 at once", code)
 	}
@@ -64,7 +64,7 @@ func TestShedderBounds(t *testing.T) {
 	if inside.Load() != 4 {
 		t.Errorf("%d requests ran, want 4", inside.Load())
 	}
-	if len(a.shedder.running) != 0 || len(a.shedder.waiting) != 0 {
-		t.Errorf("slots left taken: %d running, %d waiting", len(a.shedder.running), len(a.shedder.waiting))
+	if len(s.shedder.running) != 0 || len(s.shedder.waiting) != 0 {
+		t.Errorf("slots left taken: %d running, %d waiting", len(s.shedder.running), len(s.shedder.waiting))
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -23,12 +24,12 @@ type statusBody struct {
 	Store              string  `json:"store"`
 }
 
-func (a *handler) statusBody(st segments.StoreStatus, polled bool) statusBody {
+func (s *server) statusBody(st segments.StoreStatus, polled bool) statusBody {
 	b := statusBody{
 		Available:         st.Available,
 		Stale:             st.Stale,
-		StaleAfterSeconds: a.svc.StaleAfter().Seconds(),
-		Store:             a.storeName,
+		StaleAfterSeconds: s.svc.StaleAfter().Seconds(),
+		Store:             s.storeName,
 	}
 	if !st.LastSynchronized.IsZero() {
 		b.LastSynchronizedOn = st.LastSynchronized.UnixMilli()
@@ -43,25 +44,25 @@ func (a *handler) statusBody(st segments.StoreStatus, polled bool) statusBody {
 }
 
 // getStatus serves GET /status: the poller's last snapshot, never a store read.
-func (a *handler) getStatus() http.HandlerFunc {
+func (s *server) getStatus() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		st, polled := a.svc.Status()
-		writeJSON(w, http.StatusOK, a.statusBody(st, polled))
+		st, polled := s.svc.Status()
+		writeJSON(w, http.StatusOK, s.statusBody(st, polled))
 	}
 }
 
 // getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
 // then one event per change of available or stale, and a comment every heartbeat. It ends
 // when the client goes or the server stops (WithStop). At most WithMaxStreams are open at once.
-func (a *handler) getStatusStream() http.HandlerFunc {
+func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
 		if r.Method == http.MethodHead {
-			h.Set("Content-Type", "text/event-stream")
-			h.Set("Cache-Control", "no-cache")
 			return
 		}
-		release, ok := a.openStream(w)
+		release, ok := s.openStream(w)
 		if !ok {
 			return
 		}
@@ -72,57 +73,74 @@ func (a *handler) getStatusStream() http.HandlerFunc {
 			writeError(w, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
-		changes, cancel := a.svc.Subscribe() // before reading the current status: no change lost
+		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
 		defer cancel()
-
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
+		s.stream(r.Context(), &eventWriter{w: w, rc: rc, s: s}, changes)
+	}
+}
 
-		// A poll that completes between Subscribe and Status is both in the first event and on
-		// the channel: send a change only if it differs from what the client last got.
-		var last segments.StoreStatus
-		lastPolled := false
-		send := func(st segments.StoreStatus, polled bool) error {
-			if lastPolled && polled && st.Available == last.Available && st.Stale == last.Stale {
-				return nil
-			}
-			last, lastPolled = st, polled
-			b, _ := jsonMarshal(a.statusBody(st, polled))
-			if _, err := fmt.Fprintf(w, "event: status\ndata: %s\n\n", b); err != nil {
-				return err
-			}
-			return rc.Flush()
-		}
-		st, polled := a.svc.Status()
-		if send(st, polled) != nil {
+// stream sends the current status, then each change and a heartbeat comment, until the client
+// goes, the server stops or a write fails.
+func (s *server) stream(ctx context.Context, ew *eventWriter, changes <-chan segments.StoreStatus) {
+	st, polled := s.svc.Status()
+	if ew.send(st, polled) != nil {
+		return
+	}
+	heartbeat := time.NewTicker(s.heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
-		}
-		heartbeat := time.NewTicker(a.heartbeat)
-		defer heartbeat.Stop()
-		for {
-			select {
-			case <-r.Context().Done():
+		case <-s.stop:
+			return
+		case st := <-changes:
+			if ew.send(st, true) != nil {
 				return
-			case <-a.stop:
+			}
+		case <-heartbeat.C:
+			if ew.comment("heartbeat") != nil {
 				return
-			case st := <-changes:
-				if send(st, true) != nil {
-					return
-				}
-			case <-heartbeat.C:
-				if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil || rc.Flush() != nil {
-					return
-				}
 			}
 		}
 	}
 }
 
+// eventWriter writes a status stream's events, flushing each.
+type eventWriter struct {
+	w          http.ResponseWriter
+	rc         *http.ResponseController
+	s          *server
+	last       segments.StoreStatus
+	lastPolled bool
+}
+
+// send writes st as an event, unless it repeats the last one sent: a poll that completes
+// between Subscribe and the first Status is both in the first event and on the channel.
+func (ew *eventWriter) send(st segments.StoreStatus, polled bool) error {
+	if ew.lastPolled && polled && st.Available == ew.last.Available && st.Stale == ew.last.Stale {
+		return nil
+	}
+	ew.last, ew.lastPolled = st, polled
+	b, _ := jsonMarshal(ew.s.statusBody(st, polled))
+	if _, err := fmt.Fprintf(ew.w, "event: status\ndata: %s\n\n", b); err != nil {
+		return err
+	}
+	return ew.rc.Flush()
+}
+
+func (ew *eventWriter) comment(text string) error {
+	if _, err := fmt.Fprintf(ew.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	return ew.rc.Flush()
+}
+
 // getLive serves /livez and /healthz: the process serves HTTP. They never look at the store,
 // so a Redis outage never gets instances restarted.
-func (a *handler) getLive() http.HandlerFunc {
+func (s *server) getLive() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}
@@ -135,9 +153,9 @@ type readyBody struct {
 }
 
 // getReady serves /readyz: the service's readiness (see segments.Service.Readiness).
-func (a *handler) getReady() http.HandlerFunc {
+func (s *server) getReady() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ready, reason := a.svc.Readiness(); !ready {
+		if ready, reason := s.svc.Readiness(); !ready {
 			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
 			return
 		}

@@ -19,7 +19,7 @@ func newMetrics(t *testing.T) (*metrics.Metrics, *prometheus.Registry) {
 	m := metrics.New(reg)
 	m.WatchCache(func() int { return 42 })
 	m.WatchRedisPool(func() metrics.PoolStats {
-		return metrics.PoolStats{Hits: 10, Misses: 2, Timeouts: 1, TotalConns: 5, IdleConns: 3, StaleConns: 4}
+		return metrics.PoolStats{Hits: 10, Misses: 2, Timeouts: 1, TotalConns: 5, IdleConns: 3, Removed: 4}
 	})
 	return m, reg
 }

@@ -7,7 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type PoolStats struct {
 	Hits, Misses, Timeouts uint64 // connection requests: reused, new, timed out
 	TotalConns, IdleConns  uint64
-	StaleConns             uint64 // removed from the pool, ever
+	Removed                uint64 // connections removed from the pool as broken or expired, ever
 }
 
 // WatchRedisPool exports the pool figures returned by stats, read at each scrape.
@@ -22,8 +22,8 @@ var (
 		"Times no free connection was in the Redis pool and one was made.", nil, nil)
 	poolTimeouts = prometheus.NewDesc("bigseg_redis_pool_timeouts_total",
 		"Times waiting for a Redis pool connection timed out.", nil, nil)
-	poolStale = prometheus.NewDesc("bigseg_redis_pool_stale_connections_total",
-		"Connections removed from the Redis pool as stale or broken.", nil, nil)
+	poolRemoved = prometheus.NewDesc("bigseg_redis_pool_removed_connections_total",
+		"Connections removed from the Redis pool as broken or expired.", nil, nil)
 	poolConns = prometheus.NewDesc("bigseg_redis_pool_connections",
 		"Connections in the Redis pool, by state (idle, in_use).", []string{"state"}, nil)
 )
@@ -31,7 +31,7 @@ var (
 type poolCollector struct{ stats func() PoolStats }
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolHits, poolMisses, poolTimeouts, poolStale, poolConns} {
+	for _, d := range []*prometheus.Desc{poolHits, poolMisses, poolTimeouts, poolRemoved, poolConns} {
 		ch <- d
 	}
 }
@@ -41,7 +41,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(poolHits, prometheus.CounterValue, float64(s.Hits))
 	ch <- prometheus.MustNewConstMetric(poolMisses, prometheus.CounterValue, float64(s.Misses))
 	ch <- prometheus.MustNewConstMetric(poolTimeouts, prometheus.CounterValue, float64(s.Timeouts))
-	ch <- prometheus.MustNewConstMetric(poolStale, prometheus.CounterValue, float64(s.StaleConns))
+	ch <- prometheus.MustNewConstMetric(poolRemoved, prometheus.CounterValue, float64(s.Removed))
 	inUse := s.TotalConns - min(s.IdleConns, s.TotalConns)
 	ch <- prometheus.MustNewConstMetric(poolConns, prometheus.GaugeValue, float64(s.IdleConns), "idle")
 	ch <- prometheus.MustNewConstMetric(poolConns, prometheus.GaugeValue, float64(inUse), "in_use")

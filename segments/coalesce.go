@@ -2,11 +2,8 @@ package segments
 
 import "sync"
 
-// Defaults for coalescing store reads.
-const (
-	DefaultMaxReadsInFlight = 4
-	DefaultMaxReadBatch     = 256
-)
+// maxReadBatch bounds how many cache misses one coalesced store read carries.
+const maxReadBatch = 256
 
 // coalescer reads memberships for concurrent cache misses, sharing work two ways:
 //

@@ -5,31 +5,13 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// blockFirstRead makes the store's first read wait until release is called, so that later
-// misses queue behind it.
-func blockFirstRead(t *testing.T, store *fakeStore) (release func()) {
-	t.Helper()
-	block := make(chan struct{})
-	store.mu.Lock()
-	store.block = block
-	store.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			store.mu.Lock()
-			store.block = nil
-			store.mu.Unlock()
-			close(block)
-		})
-	}
-}
 
 func TestMissesForDifferentContextsShareOneRead(t *testing.T) {
 	tests := []struct {
@@ -43,50 +25,43 @@ func TestMissesForDifferentContextsShareOneRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, store, _ := newTestService(t, WithCache(0, 0), WithCoalescing(tt.maxInFlight, tt.maxBatch))
-			s.Poll(context.Background())
-			for i := range 51 {
-				store.put("user-"+strconv.Itoa(i), []string{"seg-" + strconv.Itoa(i) + ".g1"}, nil)
-			}
-			release := blockFirstRead(t, store)
-			defer release()
-
-			var waiting sync.WaitGroup
-			s.joined = waiting.Done
-			var wg sync.WaitGroup
-			results := make([]Result, 51)
-			// Occupy every reader first, one at a time, then queue the rest behind them.
-			first := tt.maxInFlight
-			for i := range first {
-				waiting.Add(1)
-				wg.Go(func() { results[i] = s.Lookup(context.Background(), "user-"+strconv.Itoa(i)) })
-				waiting.Wait()
-				deadline := time.Now().Add(5 * time.Second)
-				for store.reads.Load() < int64(i+1) { // this reader is inside the store
-					if time.Now().After(deadline) {
-						t.Fatalf("reader %d did not start", i)
+			synctest.Test(t, func(t *testing.T) {
+				s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(tt.maxInFlight), WithLookupTimeout(0))
+				s.reads = newCoalescer(s.readDetached, tt.maxInFlight, tt.maxBatch)
+				s.Poll(context.Background())
+				for i := range 51 {
+					store.put("user-"+strconv.Itoa(i), []string{"seg-" + strconv.Itoa(i) + ".g1"}, nil)
+				}
+				store.block = make(chan struct{})
+				var wg sync.WaitGroup
+				answers := make([]Answer, 51)
+				lookup := func(i int) { wg.Go(func() { answers[i] = s.Lookup(context.Background(), "user-"+strconv.Itoa(i)) }) }
+				// Occupy every reader first, one at a time, then queue the rest behind them.
+				for i := range tt.maxInFlight {
+					lookup(i)
+					synctest.Wait() // this reader is inside the store
+				}
+				for i := tt.maxInFlight; i < 51; i++ {
+					lookup(i)
+				}
+				synctest.Wait()
+				store.mu.Lock()
+				close(store.block)
+				store.block = nil
+				store.mu.Unlock()
+				wg.Wait()
+				if got := store.reads.Load(); got != tt.wantReads {
+					t.Errorf("store reads = %d, want %d", got, tt.wantReads)
+				}
+				if got := store.hashes.Load(); got != 51 {
+					t.Errorf("hashes read = %d, want 51 (each once)", got)
+				}
+				for i, r := range answers {
+					if _, listed := r.Membership.Map()["seg-"+strconv.Itoa(i)+".g1"]; !listed || r.Err != nil {
+						t.Errorf("user-%d got %v, %v", i, r.Membership.Map(), r.Err)
 					}
-					time.Sleep(time.Millisecond)
 				}
-			}
-			waiting.Add(51 - first)
-			for i := first; i < 51; i++ {
-				wg.Go(func() { results[i] = s.Lookup(context.Background(), "user-"+strconv.Itoa(i)) })
-			}
-			waiting.Wait()
-			release()
-			wg.Wait()
-			if got := store.reads.Load(); got != tt.wantReads {
-				t.Errorf("store reads = %d, want %d", got, tt.wantReads)
-			}
-			if got := store.hashes.Load(); got != 51 {
-				t.Errorf("hashes read = %d, want 51 (each once)", got)
-			}
-			for i, r := range results {
-				if _, listed := r.Membership.Check("seg-" + strconv.Itoa(i) + ".g1"); !listed || r.Err != nil {
-					t.Errorf("user-%d got %v, %v", i, r.Membership.Map(), r.Err)
-				}
-			}
+			})
 		})
 	}
 }
@@ -138,8 +113,8 @@ func TestRunKeepsReadersAndStopsThem(t *testing.T) {
 		s.Lookup(context.Background(), "later"+strconv.Itoa(i))
 	}
 	s.reads.mu.Lock()
-	if s.reads.readers > DefaultMaxReadsInFlight {
-		t.Errorf("%d readers, over the bound of %d", s.reads.readers, DefaultMaxReadsInFlight)
+	if s.reads.readers > DefaultReadsInFlight {
+		t.Errorf("%d readers, over the bound of %d", s.reads.readers, DefaultReadsInFlight)
 	}
 	s.reads.mu.Unlock()
 	cancel()

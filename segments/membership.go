@@ -3,7 +3,6 @@ package segments
 import (
 	"encoding/binary"
 	"iter"
-	"maps"
 	"slices"
 	"strings"
 	"unique"
@@ -71,29 +70,12 @@ func NewMembership(included, excluded []string) Membership {
 	return Membership{unique.Make(string(buf))}
 }
 
-// MembershipOf is NewMembership for a map of ref to included, the shape tests and callers
-// often have at hand.
-func MembershipOf(refs map[string]bool) Membership {
-	var inc, exc []string
-	for _, r := range slices.Sorted(maps.Keys(refs)) {
-		if refs[r] {
-			inc = append(inc, r)
-		} else {
-			exc = append(exc, r)
-		}
-	}
-	return NewMembership(inc, exc)
-}
-
 func (m Membership) encoded() string {
 	if m.h == (unique.Handle[string]{}) {
 		return ""
 	}
 	return m.h.Value()
 }
-
-// IsEmpty reports whether the context has no explicit membership at all.
-func (m Membership) IsEmpty() bool { return m.encoded() == "" }
 
 // All yields each ref with true for included or false for excluded, in ascending byte order of
 // the refs. Callers that encode responses get a stable order without sorting.
@@ -120,16 +102,6 @@ func (m Membership) Len() int {
 		n++
 	}
 	return n
-}
-
-// Check returns whether the context is included in ref, and whether ref is listed at all.
-func (m Membership) Check(ref string) (included, listed bool) {
-	for r, inc := range m.All() {
-		if r == ref {
-			return inc, true
-		}
-	}
-	return false, false
 }
 
 // Map returns the membership as a fresh map of ref to included.

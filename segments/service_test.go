@@ -67,7 +67,7 @@ func TestCache(t *testing.T) {
 		if !r.Cached || r.ContextHash != Hash("alice") {
 			t.Fatalf("lookup within TTL: cached=%v hash=%q", r.Cached, r.ContextHash)
 		}
-		if _, listed := r.Membership.Check("a.g1"); !listed {
+		if _, listed := r.Membership.Map()["a.g1"]; !listed {
 			t.Errorf("cached answer %v, want the first read's", r.Membership.Map())
 		}
 		clk.Add(time.Nanosecond)
@@ -75,7 +75,7 @@ func TestCache(t *testing.T) {
 		if r.Cached {
 			t.Fatal("lookup at TTL came from the cache")
 		}
-		if _, listed := r.Membership.Check("b.g1"); !listed {
+		if _, listed := r.Membership.Map()["b.g1"]; !listed {
 			t.Errorf("after expiry got %v, want the new data", r.Membership.Map())
 		}
 		if got := store.reads.Load(); got != 2 {
@@ -85,7 +85,7 @@ func TestCache(t *testing.T) {
 	t.Run("no membership is cached", func(t *testing.T) {
 		s, store, _ := newTestService(t)
 		s.Lookup(ctx, "nobody")
-		if r := s.Lookup(ctx, "nobody"); !r.Cached || !r.Membership.IsEmpty() {
+		if r := s.Lookup(ctx, "nobody"); !r.Cached || r.Membership != (Membership{}) {
 			t.Errorf("second lookup: cached=%v membership=%v", r.Cached, r.Membership.Map())
 		}
 		if got := store.reads.Load(); got != 1 {
@@ -146,56 +146,55 @@ func TestCache(t *testing.T) {
 }
 
 func TestConcurrentMissesShareOneRead(t *testing.T) {
-	const n = 100
-	s, store, _ := newTestService(t, WithCache(0, 0)) // no cache: only the shared read can save reads
-	s.Poll(context.Background())
-	store.put("alice", []string{"a.g1"}, nil)
-	store.block = make(chan struct{})
-	var waiting sync.WaitGroup
-	waiting.Add(n)
-	s.joined = waiting.Done
-
-	var wg sync.WaitGroup
-	results := make([]Result, n)
-	for i := range n {
-		wg.Go(func() { results[i] = s.Lookup(context.Background(), "alice") })
-	}
-	waiting.Wait() // every caller waits on the read
-	close(store.block)
-	wg.Wait()
-	if got := store.reads.Load(); got != 1 {
-		t.Errorf("store reads = %d for %d concurrent misses, want 1", got, n)
-	}
-	for i, r := range results {
-		if r.Err != nil || r.Membership.Len() != 1 {
-			t.Fatalf("result %d: %v, %v", i, r.Membership.Map(), r.Err)
+	synctest.Test(t, func(t *testing.T) {
+		const n = 100
+		s, store, _ := newTestService(t, WithCache(0, 0)) // no cache: only the shared read can save reads
+		s.Poll(context.Background())
+		store.put("alice", []string{"a.g1"}, nil)
+		store.block = make(chan struct{})
+		answers := make([]Answer, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { answers[i] = s.Lookup(context.Background(), "alice") })
 		}
-	}
+		synctest.Wait() // every caller waits on the read
+		close(store.block)
+		wg.Wait()
+		if got := store.reads.Load(); got != 1 {
+			t.Errorf("store reads = %d for %d concurrent misses, want 1", got, n)
+		}
+		for i, r := range answers {
+			if r.Err != nil || r.Membership.Len() != 1 {
+				t.Fatalf("answer %d: %v, %v", i, r.Membership.Map(), r.Err)
+			}
+		}
+	})
 }
 
 func TestCancelledCallerDoesNotFailOthers(t *testing.T) {
-	s, store, _ := newTestService(t, WithCache(0, 0))
-	s.Poll(context.Background())
-	store.put("alice", []string{"a.g1"}, nil)
-	store.block = make(chan struct{})
-	var waiting sync.WaitGroup
-	waiting.Add(2)
-	s.joined = waiting.Done
-
-	ctx, cancel := context.WithCancel(context.Background())
-	first := make(chan Result)
-	go func() { first <- s.Lookup(ctx, "alice") }()
-	second := make(chan Result)
-	go func() { second <- s.Lookup(context.Background(), "alice") }()
-	waiting.Wait()
-	cancel()
-	if r := <-first; !errors.Is(r.Err, context.Canceled) || r.Status != StoreError {
-		t.Errorf("cancelled caller: status %s, err %v", r.Status, r.Err)
-	}
-	close(store.block)
-	if r := <-second; r.Err != nil || r.Membership.Len() != 1 {
-		t.Errorf("other caller: %v, %v", r.Membership.Map(), r.Err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s, store, _ := newTestService(t, WithCache(0, 0), WithLookupTimeout(0))
+		s.Poll(context.Background())
+		store.put("alice", []string{"a.g1"}, nil)
+		store.block = make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan Answer)
+		go func() { first <- s.Lookup(ctx, "alice") }()
+		second := make(chan Answer)
+		go func() { second <- s.Lookup(context.Background(), "alice") }()
+		synctest.Wait() // both wait on the one read
+		cancel()
+		if r := <-first; !errors.Is(r.Err, context.Canceled) || r.Status != StoreError {
+			t.Errorf("cancelled caller: status %s, err %v", r.Status, r.Err)
+		}
+		close(store.block)
+		if r := <-second; r.Err != nil || r.Membership.Len() != 1 {
+			t.Errorf("other caller: %v, %v", r.Membership.Map(), r.Err)
+		}
+		if got := store.reads.Load(); got != 1 {
+			t.Errorf("store reads = %d, want 1", got)
+		}
+	})
 }
 
 func TestLookupBatch(t *testing.T) {
@@ -480,12 +479,12 @@ func TestPollsAreStoredInOrder(t *testing.T) {
 func TestBatchesWaitForAReadSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, _ := newTestService(t, WithCache(0, 0), WithCoalescing(1, 100), WithLookupTimeout(0))
+		s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(0))
 		s.Poll(ctx)
 		store.block = make(chan struct{})
 		go s.Lookup(ctx, "a")
 		synctest.Wait() // the lookup's read is inside the store
-		done := make(chan []Result)
+		done := make(chan []Answer)
 		go func() { done <- s.LookupBatch(ctx, []string{Hash("b"), Hash("c")}) }()
 		synctest.Wait()
 		if got := store.reads.Load(); got != 1 {

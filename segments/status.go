@@ -1,6 +1,18 @@
 package segments
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// recoveryPollInterval is how often the status is polled while the store is unreachable, if
+// the poll interval is longer: lookups fail fast meanwhile, so recovery should be seen soon.
+const recoveryPollInterval = time.Second
+
+// ErrInvalidMetadata marks a Metadata error where the store answered, but with data that is
+// not valid metadata: the store is unavailable, but reachable, so lookups still read it.
+var ErrInvalidMetadata = errors.New("invalid Big Segment metadata")
 
 // LookupStatus says how far a lookup's answer can be trusted, with the values and meaning of
 // the LaunchDarkly SDKs' BigSegmentsStatus.
@@ -22,13 +34,13 @@ const (
 type StoreStatus struct {
 	// Available is true when the poll read the store's metadata.
 	Available bool
+	// Unreachable is true when the poll failed to reach the store at all (as opposed to
+	// reading metadata that is not valid): lookups then fail at once instead of each trying.
+	Unreachable bool
 	// Stale is true when the store was never synchronized, or was last synchronized staleAfter
 	// or longer before the poll. A failed poll keeps the last known synchronization time, so a
 	// store that was stale stays stale while unavailable.
 	Stale bool
-	// Unreachable is true when the poll failed to reach the store at all (as opposed to
-	// reading metadata that is not valid): lookups then fail at once instead of each trying.
-	Unreachable bool
 	// LastSynchronized is the last synchronization time known, zero if none is.
 	LastSynchronized time.Time
 	// CheckedAt is when the poll ran.
@@ -55,4 +67,184 @@ func isStale(lastSynchronized, now time.Time, staleAfter time.Duration) bool {
 		return true
 	}
 	return now.Sub(lastSynchronized) >= staleAfter
+}
+
+// Status returns the last polled store status, and false if no poll has completed yet (the
+// store then counts as unavailable and stale, as never synchronized). It never reads the store.
+func (s *Service) Status() (StoreStatus, bool) {
+	if st := s.status.Load(); st != nil {
+		return *st, true
+	}
+	return StoreStatus{Stale: true}, false
+}
+
+// currentStatus returns the last polled status, polling inline (once, shared by concurrent
+// callers) when there is none yet, so the first lookups after start get a true status.
+func (s *Service) currentStatus(ctx context.Context) StoreStatus {
+	if st := s.status.Load(); st != nil {
+		return *st
+	}
+	ch := s.polls.DoChan("", func() (any, error) {
+		if st := s.status.Load(); st != nil {
+			return *st, nil
+		}
+		return s.Poll(context.WithoutCancel(ctx)), nil
+	})
+	select {
+	case r := <-ch:
+		return r.Val.(StoreStatus)
+	case <-ctx.Done():
+		return StoreStatus{Stale: true, CheckedAt: s.now()}
+	}
+}
+
+// Poll reads the store's metadata now, records the resulting status, tells subscribers if
+// Available or Stale changed, and returns it. Run calls it on schedule. Polls run one at a
+// time, so a slow poll never overwrites the status of a later one.
+func (s *Service) Poll(ctx context.Context) StoreStatus {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	select {
+	case s.pollLock <- struct{}{}:
+		defer func() { <-s.pollLock }()
+	case <-ctx.Done(): // a poll before it is stuck: its outcome will be the status
+		st, _ := s.Status()
+		return st
+	}
+	start := time.Now()
+	md, err := s.store.Metadata(ctx)
+	s.obs.StoreRead(OpMetadata, time.Since(start), err)
+
+	prev := s.status.Load()
+	now := s.now()
+	st := StoreStatus{CheckedAt: now}
+	if err == nil {
+		st.Available = true
+		st.LastSynchronized = md.LastSynchronized
+	} else {
+		st.Unreachable = !errors.Is(err, ErrInvalidMetadata)
+		if prev != nil {
+			st.LastSynchronized = prev.LastSynchronized
+		}
+	}
+	st.Stale = isStale(st.LastSynchronized, now, s.staleAfter)
+	s.status.Store(&st)
+
+	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
+	s.obs.StatusPolled(st, err, changed)
+	if changed {
+		s.logChange(st, err)
+		s.publish(st)
+	}
+	return st
+}
+
+func (s *Service) logChange(st StoreStatus, err error) {
+	attrs := []any{"available", st.Available, "stale", st.Stale}
+	if !st.LastSynchronized.IsZero() {
+		attrs = append(attrs, "lastSynchronized", st.LastSynchronized.UTC().Format(time.RFC3339Nano))
+	}
+	switch {
+	case err != nil:
+		s.log.Error("big segment store unavailable", append(attrs, "err", err.Error())...)
+	case st.Stale:
+		s.log.Warn("big segment data is stale", attrs...)
+	default:
+		s.log.Info("big segment store healthy", attrs...)
+	}
+}
+
+// Run polls the store's status at once and then every poll interval (more often while the
+// store is unreachable), and keeps the store readers of lookups ready, until ctx ends. It
+// returns nil once ctx has ended and every goroutine it kept has finished; run it once per
+// Service.
+func (s *Service) Run(ctx context.Context) error {
+	stopReaders := s.reads.keepReaders()
+	defer stopReaders()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			next := s.pollInterval
+			if st := s.Poll(ctx); st.Unreachable {
+				next = min(next, recoveryPollInterval)
+			}
+			timer.Reset(next)
+		}
+	}
+}
+
+// Drain marks the service as shutting down: from now on Readiness is false, so that load
+// balancers stop sending traffic, which is still answered meanwhile.
+func (s *Service) Drain() { s.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Readiness says whether this instance should get traffic, and if not, why: not once it is
+// draining, not before the first status poll, not while the store is unavailable, and (with
+// WithReadyRequiresFresh) not while the data is stale. Stale answers are better than none,
+// so by default staleness alone keeps an instance ready.
+func (s *Service) Readiness() (ready bool, reason string) {
+	st, polled := s.Status()
+	switch {
+	case s.Draining():
+		return false, "shutting down"
+	case !polled:
+		return false, "the store's status has not been polled yet"
+	case !st.Available:
+		return false, "the Big Segment store is unavailable"
+	case s.readyRequiresFresh && st.Stale:
+		return false, "the Big Segment data is stale"
+	}
+	return true, ""
+}
+
+// subscription delivers status changes to one subscriber without ever blocking the poller:
+// it holds at most one undelivered status, and a newer one replaces it. A slow subscriber
+// loses intermediate changes but always ends up with the latest.
+type subscription struct {
+	ch chan StoreStatus
+}
+
+func (sub *subscription) offer(st StoreStatus) {
+	for {
+		select {
+		case sub.ch <- st:
+			return
+		default:
+		}
+		select {
+		case <-sub.ch: // drop the undelivered, superseded status
+		default:
+		}
+	}
+}
+
+// Subscribe returns a channel that receives each change of the store's Available or Stale,
+// and a function that ends the subscription. The channel holds one status: a subscriber that
+// does not keep up sees only the latest change. Call cancel when done; it never closes the
+// channel, so a receiver must also watch its own context.
+func (s *Service) Subscribe() (<-chan StoreStatus, func()) {
+	sub := &subscription{ch: make(chan StoreStatus, 1)}
+	s.subsMu.Lock()
+	s.subs[sub] = struct{}{}
+	s.subsMu.Unlock()
+	return sub.ch, func() {
+		s.subsMu.Lock()
+		delete(s.subs, sub)
+		s.subsMu.Unlock()
+	}
+}
+
+// publish offers st to every subscriber.
+func (s *Service) publish(st StoreStatus) {
+	s.subsMu.Lock()
+	defer s.subsMu.Unlock()
+	for sub := range s.subs {
+		sub.offer(st)
+	}
 }

@@ -42,7 +42,7 @@ type config struct {
 	RedisDialTimeout           time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"how long connecting to Redis may take"`
 	RedisReadTimeout           time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"500ms" desc:"how long a Redis reply may take"`
 	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"500ms" desc:"how long sending a Redis command may take"`
-	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a stale pooled connection, a timeout); 0 for none"`
+	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a broken pooled connection, a timeout); 0 for none"`
 	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" default:"0" desc:"most connections per Redis node; 0 means 10 per CPU"`
 	Prefix                     string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
 	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`

@@ -16,23 +16,9 @@ import (
 // the LaunchDarkly layout, then sets the synchronization time (the file's synchronizedOn, or
 // now). The whole file is checked before anything is written.
 func load(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	replace := fs.Bool("replace", false, "make Redis match the file: remove refs it does not list, and the sets of contexts it does not list")
-	batch := fs.Int("batch", 1000, "contexts per pipeline")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: server load [--replace] [--batch N] FILE\n\n"+
-			"Writes FILE (the format of examples/memberships.json, at most %d MiB) into the Redis\n"+
-			"configured by the BIGSEG_REDIS_* variables, under BIGSEG_PREFIX. Idempotent.\n\n", fixture.MaxBytes>>20)
-		fs.PrintDefaults()
-	}
-	files, err := parseInterspersed(fs, args)
+	opts, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
 		return err
-	}
-	if len(files) != 1 {
-		fs.Usage()
-		return errors.New("load: give exactly one fixture file")
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -41,7 +27,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	if cfg.topology() == topologyNone {
 		return errors.New("load: no Redis configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS")
 	}
-	f, err := fixture.ReadFile(files[0])
+	f, err := fixture.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
@@ -56,25 +42,46 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
 	}
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
-		len(f.Contexts), files[0], target.topology, target.addrs, cfg.Prefix)
+		len(f.Contexts), file, target.topology, target.addrs, cfg.Prefix)
 	lastReport := time.Now()
-	st, err := redis.New(client, cfg.Prefix).Load(ctx, f.Contexts, redis.LoadOptions{
-		Replace:        *replace,
-		SynchronizedOn: synced,
-		BatchSize:      *batch,
-		Progress: func(done, total int) {
-			if time.Since(lastReport) >= time.Second && done < total {
-				fmt.Fprintf(stderr, "loaded %d/%d contexts\n", done, total)
-				lastReport = time.Now()
-			}
-		},
-	})
+	opts.SynchronizedOn = synced
+	opts.Progress = func(done, total int) {
+		if time.Since(lastReport) >= time.Second && done < total {
+			fmt.Fprintf(stderr, "loaded %d/%d contexts\n", done, total)
+			lastReport = time.Now()
+		}
+	}
+	st, err := redis.New(client, cfg.Prefix).Load(ctx, f.Contexts, opts)
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
 	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d\n",
 		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec)
 	return nil
+}
+
+// parseLoadArgs reads load's flags and its one file name.
+func parseLoadArgs(args []string, stderr io.Writer) (redis.LoadOptions, string, error) {
+	var opts redis.LoadOptions
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&opts.Replace, "replace", false, "make Redis match the file: remove refs it does not list, and the sets of contexts it does not list")
+	fs.IntVar(&opts.BatchSize, "batch", 1000, "contexts per pipeline")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: server load [--replace] [--batch N] FILE\n\n"+
+			"Writes FILE (the format of examples/memberships.json, at most %d MiB) into the Redis\n"+
+			"configured by the BIGSEG_REDIS_* variables, under BIGSEG_PREFIX. Idempotent.\n\n", fixture.MaxBytes>>20)
+		fs.PrintDefaults()
+	}
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		return opts, "", err
+	}
+	if len(files) != 1 {
+		fs.Usage()
+		return opts, "", errors.New("load: give exactly one fixture file")
+	}
+	return opts, files[0], nil
 }
 
 // parseInterspersed parses flags wherever they are among the arguments ("load FILE

@@ -73,7 +73,7 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		segments.WithPollInterval(cfg.StatusPollInterval),
 		segments.WithStaleAfter(cfg.StaleAfter),
 		segments.WithLookupTimeout(cfg.LookupTimeout),
-		segments.WithCoalescing(cfg.StoreReadsInFlight, segments.DefaultMaxReadBatch),
+		segments.WithReadsInFlight(cfg.StoreReadsInFlight),
 		segments.WithReadyRequiresFresh(cfg.ReadyRequiresFresh),
 		segments.WithLogger(log),
 		segments.WithObserver(m),
@@ -259,7 +259,7 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 func poolStats(s *goredis.PoolStats) metrics.PoolStats {
 	return metrics.PoolStats{
 		Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
-		TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), StaleConns: uint64(s.StaleConns),
+		TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns),
 	}
 }
 

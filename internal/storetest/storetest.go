@@ -46,59 +46,63 @@ func Run(t *testing.T, newStore NewStore) {
 		SynchronizedOn: synced,
 	}
 
-	t.Run("memberships", func(t *testing.T) {
-		store := newStore(t, seed)
-		tests := []struct {
-			name   string
-			hashes []string
-			want   []map[string]bool
-		}{
-			{"included and excluded", []string{alice},
-				[]map[string]bool{{"beta-users.g3": true, "early-access.g1": true, "blocked.g1": false}}},
-			{"excluded only", []string{bob}, []map[string]bool{{"beta-users.g3": false}}},
-			{"included wins over excluded", []string{carol}, []map[string]bool{{"both.g1": true, "odd ref: ü/+%": true}}},
-			{"no entries is no membership", []string{segments.Hash("nobody")}, []map[string]bool{{}}},
-			{"batch keeps order", []string{bob, segments.Hash("nobody"), alice},
-				[]map[string]bool{{"beta-users.g3": false}, {}, {"beta-users.g3": true, "early-access.g1": true, "blocked.g1": false}}},
-			{"same hash twice", []string{bob, bob}, []map[string]bool{{"beta-users.g3": false}, {"beta-users.g3": false}}},
-			{"empty batch", []string{}, []map[string]bool{}},
-		}
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				reads := store.Memberships(context.Background(), tt.hashes)
-				got := make([]map[string]bool, len(reads))
-				for i, r := range reads {
-					if r.Err != nil {
-						t.Fatalf("read %d: %v", i, r.Err)
-					}
-					got[i] = r.Membership.Map()
-				}
-				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Errorf("memberships (-want +got):\n%s", diff)
-				}
-			})
-		}
-	})
+	t.Run("memberships", func(t *testing.T) { memberships(t, newStore(t, seed)) })
+	t.Run("metadata", func(t *testing.T) { metadata(t, newStore, seed) })
+}
 
-	t.Run("metadata", func(t *testing.T) {
-		tests := []struct {
-			name string
-			seed Seed
-			want time.Time
-		}{
-			{"synchronized", seed, synced},
-			{"never synchronized", Seed{}, time.Time{}},
-		}
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				md, err := newStore(t, tt.seed).Metadata(context.Background())
-				if err != nil {
-					t.Fatal(err)
+// memberships checks reads of the contexts of Run's seed.
+func memberships(t *testing.T, store segments.Store) {
+	tests := []struct {
+		name   string
+		hashes []string
+		want   []map[string]bool
+	}{
+		{"included and excluded", []string{alice},
+			[]map[string]bool{{"beta-users.g3": true, "early-access.g1": true, "blocked.g1": false}}},
+		{"excluded only", []string{bob}, []map[string]bool{{"beta-users.g3": false}}},
+		{"included wins over excluded", []string{carol}, []map[string]bool{{"both.g1": true, "odd ref: ü/+%": true}}},
+		{"no entries is no membership", []string{segments.Hash("nobody")}, []map[string]bool{{}}},
+		{"batch keeps order", []string{bob, segments.Hash("nobody"), alice},
+			[]map[string]bool{{"beta-users.g3": false}, {}, {"beta-users.g3": true, "early-access.g1": true, "blocked.g1": false}}},
+		{"same hash twice", []string{bob, bob}, []map[string]bool{{"beta-users.g3": false}, {"beta-users.g3": false}}},
+		{"empty batch", []string{}, []map[string]bool{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reads := store.Memberships(context.Background(), tt.hashes)
+			got := make([]map[string]bool, len(reads))
+			for i, r := range reads {
+				if r.Err != nil {
+					t.Fatalf("read %d: %v", i, r.Err)
 				}
-				if !md.LastSynchronized.Equal(tt.want) {
-					t.Errorf("LastSynchronized = %v, want %v", md.LastSynchronized, tt.want)
-				}
-			})
-		}
-	})
+				got[i] = r.Membership.Map()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("memberships (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// metadata checks the metadata of Run's seed, and of a store never synchronized.
+func metadata(t *testing.T, newStore NewStore, seed Seed) {
+	tests := []struct {
+		name string
+		seed Seed
+		want time.Time
+	}{
+		{"synchronized", seed, seed.SynchronizedOn},
+		{"never synchronized", Seed{}, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md, err := newStore(t, tt.seed).Metadata(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !md.LastSynchronized.Equal(tt.want) {
+				t.Errorf("LastSynchronized = %v, want %v", md.LastSynchronized, tt.want)
+			}
+		})
+	}
 }

@@ -36,7 +36,7 @@ func TestLoadTimeCountsAsSynchronization(t *testing.T) {
 		t.Errorf("LastSynchronized = %v, want the load time %v", md.LastSynchronized, loaded)
 	}
 	r := s.Memberships(context.Background(), []string{segments.Hash("alice")})[0]
-	if inc, ok := r.Membership.Check("a.g1"); !inc || !ok {
+	if inc, ok := r.Membership.Map()["a.g1"]; !inc || !ok {
 		t.Errorf("alice not included in a.g1: %v", r.Membership.Map())
 	}
 }
