@@ -52,8 +52,10 @@ var statusHints = map[int]string{
 	403: "forbidden",
 	404: "no such route: is the base URL bigseg's?",
 	429: "bigseg is shedding load",
-	503: "unavailable",
+	301: redirectHint, 302: redirectHint, 303: redirectHint, 307: redirectHint, 308: redirectHint,
 }
+
+const redirectHint = "a redirect, which the store does not follow: set the base URL to bigseg's own address"
 
 // maxMessageBytes bounds the part of an answer that goes into an error.
 const maxMessageBytes = 200
