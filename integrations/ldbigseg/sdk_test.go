@@ -189,6 +189,9 @@ func TestSDKEvaluatesThroughBigseg(t *testing.T) {
 		noSecretInLogs(t, log, token, otherToken, "not-"+token)
 	})
 
+	if !log.HasMessageMatch(ldlog.Info, "Big Segment store: bigseg at "+bigseg.URL) {
+		t.Errorf("the store did not log through the SDK's loggers: %v", logLines(log))
+	}
 	noSecretInLogs(t, log, token, otherToken)
 }
 

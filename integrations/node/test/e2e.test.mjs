@@ -178,6 +178,10 @@ test('the SDK evaluates Big Segment rules through bigseg', { skip }, async (t) =
     }
   });
 
+  assert.ok(
+    logger.lines.some((l) => l.startsWith('info:') && l.includes(`Big Segment store: bigseg at ${p.url}`)),
+    `the store did not log through the SDK's logger: ${logger.lines.join('\n')}`,
+  );
   for (const secret of [token, otherToken]) {
     assert.ok(!logger.lines.some((l) => l.includes(secret)), 'an SDK log line holds a token');
   }
