@@ -30,8 +30,9 @@ type reportRow struct {
 	runs   []result
 }
 
-// sum adds up the row's runs; rate is the mean of the runs' rates.
-func (r reportRow) sum() (total result, rate float64) {
+// sum adds up the row's runs (the latencies of all of them, sorted).
+func (r reportRow) sum() result {
+	var total result
 	for _, x := range r.runs {
 		total.evals += x.evals
 		total.wrong += x.wrong
@@ -41,10 +42,42 @@ func (r reportRow) sum() (total result, rate float64) {
 		total.lookups += x.lookups
 		total.storeErr += x.storeErr
 		total.latencies = append(total.latencies, x.latencies...)
-		rate += x.rate() / float64(len(r.runs))
 	}
 	slices.Sort(total.latencies)
-	return total, rate
+	return total
+}
+
+// rates are the row's evaluations/s, round by round.
+func (r reportRow) rates() []float64 {
+	var out []float64
+	for _, x := range r.runs {
+		out = append(out, x.rate())
+	}
+	return out
+}
+
+// ratios are the row's rates over the baseline's, round by round: each pair was measured in
+// the same round, close in time, so a drift of the machine's load moves both.
+func (r reportRow) ratios(base reportRow) []float64 {
+	var out []float64
+	for i, x := range r.runs {
+		if i < len(base.runs) {
+			out = append(out, x.rate()/base.runs[i].rate())
+		}
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func (rep report) print(w io.Writer) {
@@ -53,23 +86,25 @@ func (rep report) print(w io.Writer) {
 	fmt.Fprintf(w, "## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "Machine: %s, %d CPUs, %s; load average %s before the run, %s after (the machine is shared). Redis (private) and bigseg pinned to CPU %d; the benchmark process (the SDK client and %d evaluating goroutines) to CPU %s, GOMAXPROCS %d. ",
 		host, onlineCPUs(), runtime.Version(), rep.loadBefore, loadAverage(), c.serverCPU, c.concurrency, rep.affinity, rep.gomaxprocs)
-	fmt.Fprintf(w, "Command: `bench/run%s`. %d contexts in Redis, evaluated in a Zipf(s=%.2g) draw over them; each system measured %d times for %v after a %v warm-up with a new SDK client, alternating (every other round in reverse order); figures are means over the rounds. Took %v.\n\n",
+	fmt.Fprintf(w, "Command: `bench/run%s`. %d contexts in Redis, evaluated in a Zipf(s=%.2g) draw over them; each system measured %d times for %v after a %v warm-up with a new SDK client, alternating (every other round in reverse order); rates are medians over the rounds, ratios medians of the rounds' ratios, CPU times and latencies over all rounds. Took %v.\n\n",
 		shownArgs(), c.contexts, c.zipf, c.rounds, c.duration, c.warmup, rep.took.Round(time.Second))
 	for _, sec := range rep.sections {
-		var baseline float64
+		var base reportRow
 		for _, row := range sec.rows {
 			if row.direct {
-				_, baseline = row.sum()
+				base = row
 			}
 		}
 		fmt.Fprintf(w, "### %s\n\n", sec.mode)
-		fmt.Fprintln(w, "| system | evaluations/s | vs Redis direct (ldredis's reads) | store lookups per evaluation | lookup p50 | lookup p99 | CPU per evaluation: SDK process | Redis + bigseg | total | wrong values, store errors |")
+		fmt.Fprintln(w, "| system | evaluations/s (median; min-max) | vs Redis direct, ldredis's reads (median of per-round ratios) | store lookups per evaluation | lookup p50 | lookup p99 | CPU per evaluation: SDK process | Redis + bigseg | total | wrong values, store errors |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, row := range sec.rows {
-			t, rate := row.sum()
+			t := row.sum()
 			evals := float64(max(t.evals, 1))
-			fmt.Fprintf(w, "| %s | %.0f | %.2f | %.3f | %s | %s | %s | %s | %s | %d, %d |\n",
-				row.name, rate, rate/baseline, float64(t.lookups)/evals,
+			rates := row.rates()
+			fmt.Fprintf(w, "| %s | %.0f (%.0f-%.0f) | %.2f | %.3f | %s | %s | %s | %s | %s | %d, %d |\n",
+				row.name, median(rates), slices.Min(rates), slices.Max(rates), median(row.ratios(base)),
+				float64(t.lookups)/evals,
 				percentile(t.latencies, 0.50), percentile(t.latencies, 0.99),
 				perEval(t.clientCPU, evals), perEval(t.serverCPU, evals), perEval(t.clientCPU+t.serverCPU, evals),
 				t.wrong, t.storeErr)
