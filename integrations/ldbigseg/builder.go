@@ -1,0 +1,152 @@
+package ldbigseg
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/launchdarkly/go-sdk-common/v3/ldvalue"
+	"github.com/launchdarkly/go-server-sdk/v7/subsystems"
+)
+
+// DefaultBaseURL is where the store finds bigseg unless BaseURL says otherwise: bigseg's default
+// address (BIGSEG_ADDR=:8080) on the same host, as ldredis defaults to a local Redis.
+const DefaultBaseURL = "http://localhost:8080"
+
+// DefaultTimeout bounds each request to bigseg, from sending it to reading the whole answer.
+//
+// An SDK evaluation waits for the store on a cache miss, so the bound is an evaluation's worst
+// case. 3 s is longer than bigseg itself takes to give up on a failing Redis with its defaults
+// (1 s to dial, 500 ms per read, one retry: about 2 s at worst), so that the SDK sees bigseg's
+// own 503 and its reason rather than a timeout of ours; and it is the read timeout that
+// go-redis, under ldredis, gives a direct Redis reader by default.
+const DefaultTimeout = 3 * time.Second
+
+// MaxResponseBytes bounds how much of a response the store reads. bigseg's answers are a few
+// hundred bytes (a context in a thousand segments is about 50 KB); a larger body means
+// something that is not bigseg answers, and is an error rather than a reason to allocate.
+const MaxResponseBytes = 1 << 20
+
+// StoreBuilder configures the bigseg Big Segment store. Get one from BigSegmentStore, set
+// options with its methods, and give it to ldcomponents.BigSegments. Its zero value is not
+// usable.
+type StoreBuilder struct {
+	baseURL string
+	token   string
+	client  *http.Client
+	timeout time.Duration
+}
+
+// Interface checks: the SDK builds the store from this, and describes it in diagnostics.
+var (
+	_ subsystems.ComponentConfigurer[subsystems.BigSegmentStore] = (*StoreBuilder)(nil)
+	_ subsystems.DiagnosticDescription                           = (*StoreBuilder)(nil)
+)
+
+// BigSegmentStore returns a builder for a Big Segment store that reads bigseg over HTTP, with
+// DefaultBaseURL, no bearer token, a client of its own and DefaultTimeout.
+func BigSegmentStore() *StoreBuilder {
+	return &StoreBuilder{baseURL: DefaultBaseURL, timeout: DefaultTimeout}
+}
+
+// BaseURL sets bigseg's address: http:// or https://, with a path if bigseg is served under
+// one (behind a reverse proxy, say). The store adds /memberships and /status to it.
+func (b *StoreBuilder) BaseURL(baseURL string) *StoreBuilder {
+	b.baseURL = baseURL
+	return b
+}
+
+// BearerToken sets the token sent as "Authorization: Bearer <token>", for a bigseg that
+// requires one (BIGSEG_API_TOKENS). Surrounding white space, such as the newline of a mounted
+// secret file, is ignored. The token never appears in errors or logs.
+func (b *StoreBuilder) BearerToken(token string) *StoreBuilder {
+	b.token = strings.TrimSpace(token)
+	return b
+}
+
+// HTTPClient makes the store send its requests with client instead of a client of its own,
+// for a transport with custom TLS, proxies or instrumentation. The store then neither changes
+// the client nor closes its connections; Timeout still bounds every request.
+func (b *StoreBuilder) HTTPClient(client *http.Client) *StoreBuilder {
+	b.client = client
+	return b
+}
+
+// Timeout bounds each request, from sending it to reading the whole answer. Zero or negative
+// means DefaultTimeout: a request is never unbounded.
+func (b *StoreBuilder) Timeout(d time.Duration) *StoreBuilder {
+	if d <= 0 {
+		d = DefaultTimeout
+	}
+	b.timeout = d
+	return b
+}
+
+// Build is called by the SDK to make the store. It checks the options, and logs through the
+// SDK's loggers where the store reads from (never the token).
+func (b *StoreBuilder) Build(clientContext subsystems.ClientContext) (subsystems.BigSegmentStore, error) {
+	base, err := parseBaseURL(b.baseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkToken(b.token); err != nil {
+		return nil, err
+	}
+	loggers := clientContext.GetLogging().Loggers
+	loggers.Infof("Big Segment store: bigseg at %s", base.Redacted())
+	if b.token != "" && base.Scheme == "http" && !isLoopback(base.Hostname()) {
+		loggers.Warnf("Big Segment store: the bigseg bearer token is sent to %s over plain HTTP; use https:// off the local host", base.Host)
+	}
+	return newStore(base, b.token, b.client, b.timeout), nil
+}
+
+// DescribeConfiguration names the store in the SDK's diagnostic events.
+func (b *StoreBuilder) DescribeConfiguration(subsystems.ClientContext) ldvalue.Value {
+	return ldvalue.String("bigseg")
+}
+
+// parseBaseURL checks a base URL and returns it without a trailing slash.
+func parseBaseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		// url.Parse's error quotes the URL, which may hold a password: say less.
+		return nil, errors.New("bigseg base URL: not a valid URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("bigseg base URL: scheme must be http or https, not %q", u.Scheme)
+	case u.Host == "":
+		return nil, errors.New("bigseg base URL: no host")
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, errors.New("bigseg base URL: must not have a query or a fragment")
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = strings.TrimRight(u.RawPath, "/")
+	return u, nil
+}
+
+// checkToken rejects a token that cannot be sent as a bearer token (RFC 6750 b64token), without
+// quoting it.
+func checkToken(t string) error {
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		ok := 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-._~+/=", c) >= 0
+		if !ok {
+			return fmt.Errorf("bigseg bearer token: character %d is not allowed in a bearer token", i+1)
+		}
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,114 @@
+package ldbigseg_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/launchdarkly/go-server-sdk/v7/subsystems"
+	"github.com/launchdarkly/go-server-sdk/v7/testhelpers/storetest"
+
+	"github.com/bigseg/bigseg/integrations/ldbigseg"
+)
+
+// TestBigSegmentStoreSuite runs LaunchDarkly's own Big Segment store test suite
+// (go-server-sdk v7 testhelpers/storetest) against the adapter, talking to a real bigseg that
+// reads the shared Redis, with bigseg's cache off.
+//
+// The suite writes through the functions given here, then reads through the store. A bigseg
+// prefix is a server setting, so there is one bigseg process per prefix the suite names (it
+// names only the default, ""), started lazily and stopped when the test ends. bigseg's /status
+// is its last poll of Redis (every 50 ms here), so the functions that change metadata return
+// once bigseg reports the change: polled, not slept.
+func TestBigSegmentStoreSuite(t *testing.T) {
+	rc, redisURL := sharedRedis(t)
+	base := testPrefix(t, rc)
+	bin := serverBinary(t)
+	redisPrefix := func(prefix string) string {
+		if prefix == "" {
+			return base
+		}
+		return base + "_" + prefix
+	}
+
+	var mu sync.Mutex
+	servers := map[string]*bigsegProcess{}
+	t.Cleanup(func() {
+		for _, p := range servers {
+			p.Stop()
+			if t.Failed() {
+				t.Logf("bigseg %s log:\n%s", p.Addr, p.Log())
+			}
+		}
+	})
+	// running returns the bigseg of a prefix if it has been started.
+	running := func(prefix string) *bigsegProcess {
+		mu.Lock()
+		defer mu.Unlock()
+		return servers[prefix]
+	}
+	// serve returns the bigseg of a prefix, starting it the first time.
+	serve := func(prefix string) (*bigsegProcess, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p := servers[prefix]; p != nil {
+			return p, nil
+		}
+		p, err := startBigseg(bin, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_PREFIX="+redisPrefix(prefix), "BIGSEG_CACHE_SIZE=0")
+		if err != nil {
+			return nil, err
+		}
+		servers[prefix] = p
+		return p, nil
+	}
+	// reported waits until the prefix's bigseg, if running, reports this synchronization time.
+	reported := func(prefix string, ms int64) error {
+		p := running(prefix)
+		if p == nil {
+			return nil // it will read the data when it starts
+		}
+		return p.WaitStatus(fmt.Sprintf("lastSynchronizedOn %d", ms), func(st statusBody) bool {
+			return st.Available && st.LastSynchronizedOn == ms
+		})
+	}
+	layout := func(prefix string) ldLayout { return ldLayout{rc, redisPrefix(prefix)} }
+	ctx := context.Background()
+
+	storetest.NewBigSegmentStoreTestSuite(
+		func(prefix string) subsystems.ComponentConfigurer[subsystems.BigSegmentStore] {
+			p, err := serve(prefix)
+			if err != nil {
+				return failingConfigurer{err}
+			}
+			return ldbigseg.BigSegmentStore().BaseURL(p.URL)
+		},
+		func(prefix string) error {
+			if err := layout(prefix).Clear(ctx); err != nil {
+				return err
+			}
+			return reported(prefix, 0)
+		},
+		func(prefix string, md subsystems.BigSegmentStoreMetadata) error {
+			if err := layout(prefix).SetSynchronizedOn(ctx, int64(md.LastUpToDate)); err != nil {
+				return err
+			}
+			return reported(prefix, int64(md.LastUpToDate))
+		},
+		func(prefix, hash string, included, excluded []string) error {
+			return layout(prefix).SetMembership(ctx, hash, included, excluded) // bigseg's cache is off
+		},
+	).Run(t)
+
+	if running("") == nil {
+		t.Error("the suite never built a store: it tested nothing")
+	}
+}
+
+// failingConfigurer reports, from Build, that the suite's bigseg could not start: the suite
+// runs in subtests, where only the subtest may fail.
+type failingConfigurer struct{ err error }
+
+func (f failingConfigurer) Build(subsystems.ClientContext) (subsystems.BigSegmentStore, error) {
+	return nil, f.err
+}
