@@ -19,6 +19,8 @@ type statusBody struct {
 	Stale              bool    `json:"stale"`
 	LastSynchronizedOn int64   `json:"lastSynchronizedOn"`
 	LastSynchronizedAt *string `json:"lastSynchronizedAt"`
+	Cursor             *string `json:"cursor"`
+	DataChangedAt      *string `json:"dataChangedAt"`
 	CheckedAt          *string `json:"checkedAt"`
 	StaleAfterSeconds  float64 `json:"staleAfterSeconds"`
 	Store              string  `json:"store"`
@@ -36,6 +38,10 @@ func (s *server) statusBody(st segments.StoreStatus, polled bool) statusBody {
 		at := st.LastSynchronized.UTC().Format(time.RFC3339Nano)
 		b.LastSynchronizedAt = &at
 	}
+	if st.Cursor != "" {
+		cursor, at := st.Cursor, st.DataChangedAt.UTC().Format(time.RFC3339Nano)
+		b.Cursor, b.DataChangedAt = &cursor, &at
+	}
 	if polled {
 		at := st.CheckedAt.UTC().Format(time.RFC3339Nano)
 		b.CheckedAt = &at
@@ -52,7 +58,8 @@ func (s *server) getStatus() http.HandlerFunc {
 }
 
 // getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
-// then one event per change of available or stale, and a comment every heartbeat. It ends
+// then one event per change of available or stale and per change of the data (a new cursor:
+// a client that caches answers drops them), and a comment every heartbeat. It ends
 // when the client goes or the server stops (WithStop). At most WithMaxStreams are open at once.
 func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +127,7 @@ type eventWriter struct {
 // send writes st as an event, unless it repeats the last one sent: a poll that completes
 // between Subscribe and the first Status is both in the first event and on the channel.
 func (ew *eventWriter) send(st segments.StoreStatus, polled bool) error {
-	if ew.lastPolled && polled && st.Available == ew.last.Available && st.Stale == ew.last.Stale {
+	if ew.lastPolled && polled && st.Available == ew.last.Available && st.Stale == ew.last.Stale && st.Cursor == ew.last.Cursor {
 		return nil
 	}
 	ew.last, ew.lastPolled = st, polled

@@ -24,6 +24,7 @@ import (
 type switchStore struct {
 	mu      sync.Mutex
 	synced  time.Time
+	cursor  string
 	metaErr error
 }
 
@@ -40,7 +41,7 @@ func (s *switchStore) Memberships(ctx context.Context, hashes []string) []segmen
 func (s *switchStore) Metadata(ctx context.Context) (segments.Metadata, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return segments.Metadata{LastSynchronized: s.synced}, s.metaErr
+	return segments.Metadata{LastSynchronized: s.synced, Cursor: s.cursor}, s.metaErr
 }
 
 type statusJSON struct {
@@ -48,6 +49,8 @@ type statusJSON struct {
 	Stale              bool    `json:"stale"`
 	LastSynchronizedOn int64   `json:"lastSynchronizedOn"`
 	LastSynchronizedAt *string `json:"lastSynchronizedAt"`
+	Cursor             *string `json:"cursor"`
+	DataChangedAt      *string `json:"dataChangedAt"`
 	CheckedAt          *string `json:"checkedAt"`
 	StaleAfterSeconds  float64 `json:"staleAfterSeconds"`
 	Store              string  `json:"store"`
@@ -444,5 +447,41 @@ func TestStatusBeforeFirstPoll(t *testing.T) {
 	_, body := get(t, srv.URL+"/status")
 	if got := apitest.Decode[statusJSON](t, body); got != st {
 		t.Errorf("/status before any poll: %+v, want the same as the stream's %+v", got, st)
+	}
+}
+
+// /status says which version of the data the instance serves, and the stream tells of every
+// new one, so that a client that caches answers knows when to drop them.
+func TestStatusFollowsTheCursor(t *testing.T) {
+	ctx := context.Background()
+	store := &switchStore{synced: time.Now(), cursor: "v1"}
+	svc := segments.New(store)
+	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("redis")))
+	t.Cleanup(srv.Close)
+	svc.Poll(ctx)
+	_, body := get(t, srv.URL+"/status")
+	st := apitest.Decode[statusJSON](t, body)
+	if st.Cursor == nil || *st.Cursor != "v1" || st.DataChangedAt == nil {
+		t.Fatalf("/status: %s", body)
+	}
+	e := openStream(t, srv.URL+"/status/stream")
+	e.next(t)
+	store.mu.Lock()
+	store.synced = time.Now() // an idle synchronizer's heartbeat: no event
+	store.mu.Unlock()
+	svc.Poll(ctx)
+	store.mu.Lock()
+	store.cursor = "v2"
+	store.mu.Unlock()
+	svc.Poll(ctx)
+	if ev := e.next(t); ev.Cursor == nil || *ev.Cursor != "v2" {
+		t.Errorf("event after the data changed: %+v, want cursor v2 (and no event for the heartbeat before it)", ev)
+	}
+	store.mu.Lock()
+	store.cursor = ""
+	store.mu.Unlock()
+	svc.Poll(ctx)
+	if ev := e.next(t); ev.Cursor != nil || ev.DataChangedAt != nil {
+		t.Errorf("event after the cursor went away: cursor %v, dataChangedAt %v; want both null", ev.Cursor, ev.DataChangedAt)
 	}
 }

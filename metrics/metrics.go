@@ -27,6 +27,7 @@ type Metrics struct {
 	lastSync       prometheus.Gauge
 	polls          *prometheus.CounterVec
 	changes        prometheus.Counter
+	invalidations  prometheus.Counter
 	lookups        [3][2]*shardedCounter // by status, then source (store, cache)
 	storeDuration  *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
@@ -64,6 +65,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "bigseg_store_status_changes_total",
 			Help: "Changes of the store's available or stale status.",
 		}),
+		invalidations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bigseg_cache_invalidations_total",
+			Help: "Times a status poll found a new cursor (the data changed) and every cached membership was dropped.",
+		}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "bigseg_store_request_duration_seconds",
 			Help:    "Duration of reads of the Big Segment store, by operation (memberships, metadata).",
@@ -86,7 +91,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.storeDurations[op] = m.storeDuration.WithLabelValues(op)
 		m.storeErrors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, (*requestCollector)(m),
+	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, m.invalidations, (*requestCollector)(m),
 		m.storeDuration, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -161,6 +166,9 @@ func (m *Metrics) StatusPolled(st segments.StoreStatus, err error, changed bool)
 		m.lastSync.Set(float64(st.LastSynchronized.UnixMilli()) / 1000)
 	}
 }
+
+// DataChanged implements segments.Observer.
+func (m *Metrics) DataChanged() { m.invalidations.Inc() }
 
 func boolFloat(b bool) float64 {
 	if b {

@@ -9,102 +9,120 @@ import (
 )
 
 // cache holds recent memberships by context hash, "no membership" included, with a bound on
-// entries and a TTL.
+// entries, a TTL, and a data generation.
 //
-// go-cache has no size limit of its own, so the bound is kept by generations: new entries go
-// into the young generation (one go-cache); when it holds half the bound, it becomes the old
-// generation and the previous old one is dropped whole. A hit in the old generation is copied
-// into the young one. So a context looked up at least once per half-bound of new entries stays
-// cached until its TTL, whatever else passes through: a burst of one-off contexts only pushes
-// out contexts that nobody asked for meanwhile. Every operation is O(1): no scan, no purge.
+// go-cache has no size limit of its own, so the bound is kept by rotation: new entries go
+// into the young go-cache; when it holds half the bound, it becomes the old one and the
+// previous old one is dropped whole. A hit in the old one is copied into the young one. So a
+// context looked up at least once per half-bound of new entries stays cached until its TTL,
+// whatever else passes through: a burst of one-off contexts only pushes out contexts that
+// nobody asked for meanwhile. Every operation is O(1): no scan, no purge.
 //
-// Expiry is decided on the injected clock when an entry is read; go-cache's own expiration is
-// not used. Expired entries take room until their generation is dropped, which the bound
-// already counts.
+// The data generation counts changes of the data (new cursors). Every entry carries the
+// generation its read started in, and only entries of the current generation are served, so
+// invalidate drops everything at once, and a read that started before a change and finished
+// after it is never served as current. Expiry is decided on the injected clock when an entry
+// is read; go-cache's own expiration is not used.
 type cache struct {
-	half int // entries per generation
-	ttl  time.Duration
+	half int // entries per go-cache
 	now  func() time.Time
 
-	mu   sync.Mutex // serializes rotations
-	gens atomic.Pointer[generations]
+	generation atomic.Uint64
+	mu         sync.Mutex // serializes rotations
+	maps       atomic.Pointer[cacheMaps]
 }
 
-type generations struct{ young, old *gocache.Cache }
+type cacheMaps struct{ young, old *gocache.Cache }
 
 type cacheEntry struct {
-	m       Membership
-	expires int64 // unix nanoseconds on the injected clock
+	m          Membership
+	expires    int64 // unix nanoseconds on the injected clock
+	generation uint64
 }
 
-// newCache returns nil, a disabled cache, when size or ttl is not positive. It holds at most
-// size entries (at least two).
-func newCache(size int, ttl time.Duration, now func() time.Time) *cache {
-	if size <= 0 || ttl <= 0 {
+// newCache returns nil, a disabled cache, when size is not positive. It holds at most size
+// entries (at least two).
+func newCache(size int, now func() time.Time) *cache {
+	if size <= 0 {
 		return nil
 	}
-	c := &cache{half: max(size/2, 1), ttl: ttl, now: now}
-	c.clear()
+	c := &cache{half: max(size/2, 1), now: now}
+	c.maps.Store(newCacheMaps())
 	return c
 }
 
-func newGeneration() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
+func newCacheMaps() *cacheMaps {
+	return &cacheMaps{young: gocache.New(gocache.NoExpiration, 0), old: gocache.New(gocache.NoExpiration, 0)}
+}
 
-// get returns the membership cached for hash, if it has not expired.
+// get returns the membership cached for hash, if it is of the current generation and has not
+// expired.
 func (c *cache) get(hash string) (Membership, bool) {
 	if c == nil {
 		return Membership{}, false
 	}
-	g := c.gens.Load()
-	v, ok := g.young.Get(hash)
+	maps := c.maps.Load()
+	v, ok := maps.young.Get(hash)
 	promote := false
 	if !ok {
-		if v, ok = g.old.Get(hash); !ok {
+		if v, ok = maps.old.Get(hash); !ok {
 			return Membership{}, false
 		}
 		promote = true
 	}
 	e := v.(cacheEntry)
-	if c.now().UnixNano() >= e.expires {
+	if e.generation != c.generation.Load() || c.now().UnixNano() >= e.expires {
 		return Membership{}, false
 	}
 	if promote {
-		c.put(g, hash, e)
+		c.put(maps, hash, e)
 	}
 	return e.m, true
 }
 
-// set caches m for hash for one TTL.
-func (c *cache) set(hash string, m Membership) {
+// currentGeneration is the generation a read starting now belongs to.
+func (c *cache) currentGeneration() uint64 {
 	if c == nil {
-		return
+		return 0
 	}
-	c.put(c.gens.Load(), hash, cacheEntry{m: m, expires: c.now().Add(c.ttl).UnixNano()})
+	return c.generation.Load()
 }
 
-func (c *cache) put(g *generations, hash string, e cacheEntry) {
-	g.young.Set(hash, e, gocache.DefaultExpiration)
-	if g.young.ItemCount() < c.half {
+// set caches m, read in generation gen, for ttl.
+func (c *cache) set(hash string, m Membership, gen uint64, ttl time.Duration) {
+	if c == nil || gen != c.generation.Load() {
+		return
+	}
+	c.put(c.maps.Load(), hash, cacheEntry{m: m, expires: c.now().Add(ttl).UnixNano(), generation: gen})
+}
+
+func (c *cache) put(maps *cacheMaps, hash string, e cacheEntry) {
+	maps.young.Set(hash, e, gocache.DefaultExpiration)
+	if maps.young.ItemCount() < c.half {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gens.Load() == g { // not rotated meanwhile by another caller
-		c.gens.Store(&generations{young: newGeneration(), old: g.young})
+	if c.maps.Load() == maps { // not rotated meanwhile by another caller
+		c.maps.Store(&cacheMaps{young: gocache.New(gocache.NoExpiration, 0), old: maps.young})
 	}
 }
 
-// clear drops every entry at once.
-func (c *cache) clear() {
-	c.gens.Store(&generations{young: newGeneration(), old: newGeneration()})
+// invalidate starts a new generation: nothing cached before is served again.
+func (c *cache) invalidate() {
+	if c == nil {
+		return
+	}
+	c.generation.Add(1)
+	c.maps.Store(newCacheMaps()) // frees the memory now; the generation alone would do
 }
 
 // len counts entries, expired ones included: they take memory too. An entry promoted from the
-// old generation counts twice until that generation is dropped.
+// old go-cache counts twice until that one is dropped.
 func (c *cache) len() int {
 	if c == nil {
 		return 0
 	}
-	g := c.gens.Load()
-	return g.young.ItemCount() + g.old.ItemCount()
+	maps := c.maps.Load()
+	return maps.young.ItemCount() + maps.old.ItemCount()
 }

@@ -39,19 +39,20 @@ func TestOneOffContextsDoNotStarveHotOnes(t *testing.T) {
 
 func TestCacheGenerations(t *testing.T) {
 	now := time.Unix(0, 0)
-	c := newCache(6, time.Hour, func() time.Time { return now })
+	c := newCache(6, func() time.Time { return now })
+	set := func(h string, m Membership) { c.set(h, m, c.currentGeneration(), time.Hour) }
 	m := NewMembership([]string{"a.g1"}, nil)
 	for _, h := range []string{"1", "2", "3"} { // fill the young generation: it becomes the old one
-		c.set(h, m)
+		set(h, m)
 	}
 	if got := c.len(); got != 3 {
 		t.Fatalf("len = %d, want 3", got)
 	}
-	c.set("4", m)
+	set("4", m)
 	if _, ok := c.get("1"); !ok { // a hit in the old generation is copied into the young one
 		t.Fatal("1 was dropped before its generation")
 	}
-	c.set("5", m) // the young generation (4, 1, 5) is full: rotate, dropping (1, 2, 3)
+	set("5", m) // the young generation (4, 1, 5) is full: rotate, dropping (1, 2, 3)
 	for _, h := range []string{"2", "3"} {
 		if _, ok := c.get(h); ok {
 			t.Errorf("%s, never looked up again, survived two generations", h)
@@ -69,8 +70,13 @@ func TestCacheGenerations(t *testing.T) {
 	if _, ok := c.get("1"); ok {
 		t.Error("an entry was served at its TTL")
 	}
-	c.clear()
+	gen := c.currentGeneration()
+	c.invalidate()
 	if got := c.len(); got != 0 {
-		t.Errorf("len = %d after clear", got)
+		t.Errorf("len = %d after invalidate", got)
+	}
+	c.set("6", m, gen, time.Hour) // read before the change, finished after it
+	if _, ok := c.get("6"); ok {
+		t.Error("an answer read in an older generation was served")
 	}
 }

@@ -26,7 +26,7 @@ const maxReadBatch = 256
 // others), bounded by the service's lookup timeout. A caller stops waiting when its own context
 // ends; the read still completes and is delivered to whoever else waits.
 type coalescer struct {
-	read        func(hashes []string) []Read
+	read        func(hashes []string) ([]Read, uint64)
 	maxInFlight int
 	maxBatch    int
 
@@ -41,13 +41,14 @@ type coalescer struct {
 }
 
 type call struct {
-	hash string
-	done chan struct{} // closed when m and err are set
-	m    Membership
-	err  error
+	hash       string
+	done       chan struct{} // closed when m, err and generation are set
+	m          Membership
+	err        error
+	generation uint64 // the cache generation the read started in
 }
 
-func newCoalescer(read func([]string) []Read, maxInFlight, maxBatch int) *coalescer {
+func newCoalescer(read func([]string) ([]Read, uint64), maxInFlight, maxBatch int) *coalescer {
 	c := &coalescer{
 		read:        read,
 		maxInFlight: max(maxInFlight, 1),
@@ -119,10 +120,10 @@ func (c *coalescer) readQueue() {
 		}
 		c.mu.Unlock()
 
-		reads := c.readBatch(batch)
+		reads, gen := c.readBatch(batch)
 		c.mu.Lock()
 		for i, cl := range batch {
-			cl.m, cl.err = reads[i].Membership, reads[i].Err
+			cl.m, cl.err, cl.generation = reads[i].Membership, reads[i].Err, gen
 			delete(c.calls, cl.hash)
 		}
 		c.mu.Unlock()
@@ -134,7 +135,7 @@ func (c *coalescer) readQueue() {
 }
 
 // readBatch reads a batch (Service.readStore turns a store's panic into errors).
-func (c *coalescer) readBatch(batch []*call) []Read {
+func (c *coalescer) readBatch(batch []*call) ([]Read, uint64) {
 	hashes := make([]string, len(batch))
 	for i, cl := range batch {
 		hashes[i] = cl.hash

@@ -13,13 +13,14 @@ type fakeStore struct {
 	mu          sync.Mutex
 	memberships map[string]Membership
 	synced      time.Time
+	cursor      string
 	metaErr     error
 	readErr     map[string]error // by hash
 
 	reads     atomic.Int64 // Memberships calls
 	hashes    atomic.Int64 // hashes read
 	metaReads atomic.Int64
-	block     chan struct{} // when set, Memberships waits for it to close
+	block     chan struct{} // when set, Memberships waits for it to close before it answers
 	metaBlock chan struct{} // when set, Metadata waits for it to close, then answers as at its call
 	inFlight  atomic.Int64  // Memberships calls running
 	maxFlight atomic.Int64  // the most ever running at once
@@ -41,6 +42,14 @@ func (f *fakeStore) failRead(key string, err error) {
 	f.readErr[Hash(key)] = err
 }
 
+// patch changes a context's membership and the cursor, as a synchronizer's patch does.
+func (f *fakeStore) patch(key string, included []string, cursor string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.memberships[Hash(key)] = NewMembership(included, nil)
+	f.cursor = cursor
+}
+
 func (f *fakeStore) setMeta(synced time.Time, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -60,13 +69,7 @@ func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
 	}
 	f.mu.Lock()
 	block := f.block
-	f.mu.Unlock()
-	if block != nil {
-		<-block
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]Read, len(hashes))
+	out := make([]Read, len(hashes)) // the data as it is when the read starts
 	for i, h := range hashes {
 		if err := f.readErr[h]; err != nil {
 			out[i].Err = err
@@ -74,13 +77,17 @@ func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
 		}
 		out[i].Membership = f.memberships[h]
 	}
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	return out
 }
 
 func (f *fakeStore) Metadata(ctx context.Context) (Metadata, error) {
 	f.metaReads.Add(1)
 	f.mu.Lock()
-	md, err, block := Metadata{LastSynchronized: f.synced}, f.metaErr, f.metaBlock
+	md, err, block := Metadata{LastSynchronized: f.synced, Cursor: f.cursor}, f.metaErr, f.metaBlock
 	f.mu.Unlock()
 	if block != nil {
 		<-block

@@ -62,7 +62,7 @@ func (s *Service) LookupHash(ctx context.Context, hash string) Answer {
 	if cl.err != nil {
 		return s.failed(hash, cl.err)
 	}
-	s.cache.set(hash, cl.m)
+	s.cache.set(hash, cl.m, cl.generation, s.cacheFor(st))
 	return s.answer(hash, cl.m, st.LookupStatus(), false)
 }
 
@@ -91,10 +91,11 @@ func (s *Service) LookupBatch(ctx context.Context, hashes []string) []Answer {
 		return answers
 	}
 	var reads []Read
+	var gen uint64
 	if status.Unreachable {
 		reads = failAll(len(toRead), ErrStoreUnreachable)
 	} else {
-		reads = s.readStore(ctx, toRead)
+		reads, gen = s.readStore(ctx, toRead)
 	}
 	for i, a := range answers {
 		if a.Cached {
@@ -105,7 +106,7 @@ func (s *Service) LookupBatch(ctx context.Context, hashes []string) []Answer {
 			answers[i] = s.failed(a.ContextHash, r.Err)
 			continue
 		}
-		s.cache.set(a.ContextHash, r.Membership)
+		s.cache.set(a.ContextHash, r.Membership, gen, s.cacheFor(status))
 		answers[i] = s.answer(a.ContextHash, r.Membership, status.LookupStatus(), false)
 	}
 	return answers
@@ -136,24 +137,26 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 
 // readDetached reads for the coalescer, on a context of its own: one caller giving up must
 // not fail the others waiting on the same read.
-func (s *Service) readDetached(hashes []string) []Read {
+func (s *Service) readDetached(hashes []string) ([]Read, uint64) {
 	ctx, cancel := s.withTimeout(context.Background())
 	defer cancel()
 	return s.readStore(ctx, hashes)
 }
 
 // readStore reads memberships from the store once a read slot is free, timing the read for
-// the observer. A store that panics or answers for the wrong number of contexts fails this
-// read, not the process.
-func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read) {
+// the observer, and returns them with the cache generation the read started in: what it read
+// may be cached only while that generation lasts. A store that panics or answers for the
+// wrong number of contexts fails this read, not the process.
+func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read, gen uint64) {
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	case <-ctx.Done():
 		err := fmt.Errorf("read membership: %w", context.Cause(ctx))
 		s.readFailed(ctx, hashes[0], err)
-		return failAll(len(hashes), err)
+		return failAll(len(hashes), err), 0
 	}
+	gen = s.cache.currentGeneration()
 	start := time.Now()
 	defer func() {
 		if v := recover(); v != nil {
@@ -176,7 +179,7 @@ func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read)
 		}
 	}
 	s.obs.StoreRead(OpMemberships, time.Since(start), err)
-	return reads
+	return reads, gen
 }
 
 func failAll(n int, err error) []Read {

@@ -21,6 +21,9 @@ type Observer interface {
 	// StatusPolled is called after every status poll; changed says whether Available or Stale
 	// differs from the previous poll (always true for the first).
 	StatusPolled(st StoreStatus, err error, changed bool)
+	// DataChanged is called when a poll finds a new cursor: every cached membership was just
+	// dropped.
+	DataChanged()
 }
 
 type nopObserver struct{}
@@ -28,3 +31,4 @@ type nopObserver struct{}
 func (nopObserver) Lookup(LookupStatus, bool)              {}
 func (nopObserver) StoreRead(string, time.Duration, error) {}
 func (nopObserver) StatusPolled(StoreStatus, error, bool)  {}
+func (nopObserver) DataChanged()                           {}

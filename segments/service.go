@@ -14,6 +14,7 @@ import (
 const (
 	DefaultCacheSize     = 100_000
 	DefaultCacheTTL      = 5 * time.Second
+	DefaultCursorTTL     = time.Hour
 	DefaultPollInterval  = 5 * time.Second
 	DefaultStaleAfter    = 2 * time.Minute
 	DefaultLookupTimeout = time.Second
@@ -27,6 +28,8 @@ const (
 type Service struct {
 	store         Store
 	cache         *cache
+	cacheTTL      time.Duration // how long an answer is cached while the store has no cursor
+	cursorTTL     time.Duration // ... and while it has one: a new cursor drops it anyway
 	pollInterval  time.Duration
 	staleAfter    time.Duration
 	lookupTimeout time.Duration
@@ -55,7 +58,19 @@ type Option func(*Service)
 // WithCache sets the membership cache's entry bound and TTL. Either at zero turns the cache
 // off. Defaults: DefaultCacheSize, DefaultCacheTTL.
 func WithCache(size int, ttl time.Duration) Option {
-	return func(s *Service) { s.cache = newCache(size, ttl, nil) }
+	return func(s *Service) {
+		s.cacheTTL, s.cache = ttl, nil
+		if ttl > 0 {
+			s.cache = newCache(size, nil)
+		}
+	}
+}
+
+// WithCursorTTL sets how long an answer is cached while the store has a cursor: every cached
+// answer is dropped when the cursor changes, so it only bounds how long a change made without
+// one (by hand) can go unseen. Default DefaultCursorTTL.
+func WithCursorTTL(d time.Duration) Option {
+	return func(s *Service) { s.cursorTTL = d }
 }
 
 // WithPollInterval sets how often Run polls the store's status; it is capped at staleAfter so
@@ -109,7 +124,9 @@ func WithObserver(o Observer) Option {
 func New(store Store, opts ...Option) *Service {
 	s := &Service{
 		store:         store,
-		cache:         newCache(DefaultCacheSize, DefaultCacheTTL, nil),
+		cache:         newCache(DefaultCacheSize, nil),
+		cacheTTL:      DefaultCacheTTL,
+		cursorTTL:     DefaultCursorTTL,
 		pollInterval:  DefaultPollInterval,
 		staleAfter:    DefaultStaleAfter,
 		lookupTimeout: DefaultLookupTimeout,
@@ -147,3 +164,11 @@ func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
 // CacheLen is the number of cached memberships, including expired ones not yet dropped.
 func (s *Service) CacheLen() int { return s.cache.len() }
+
+// cacheFor is how long an answer read under st is cached.
+func (s *Service) cacheFor(st StoreStatus) time.Duration {
+	if st.Cursor != "" {
+		return s.cursorTTL
+	}
+	return s.cacheTTL
+}

@@ -412,7 +412,7 @@ func TestRunPollsAtStartAndStops(t *testing.T) {
 
 // countingObserver records what the service reports.
 type countingObserver struct {
-	lookups, cached, reads, polls, changes atomic.Int64
+	lookups, cached, reads, polls, changes, dataChanges atomic.Int64
 }
 
 func (o *countingObserver) Lookup(_ LookupStatus, cached bool) {
@@ -422,6 +422,7 @@ func (o *countingObserver) Lookup(_ LookupStatus, cached bool) {
 	}
 }
 func (o *countingObserver) StoreRead(string, time.Duration, error) { o.reads.Add(1) }
+func (o *countingObserver) DataChanged()                           { o.dataChanges.Add(1) }
 func (o *countingObserver) StatusPolled(_ StoreStatus, _ error, changed bool) {
 	o.polls.Add(1)
 	if changed {

@@ -43,6 +43,12 @@ type StoreStatus struct {
 	Stale bool
 	// LastSynchronized is the last synchronization time known, zero if none is.
 	LastSynchronized time.Time
+	// Cursor is the last cursor known (see Metadata.Cursor), "" if none is.
+	Cursor string
+	// DataChangedAt is when a poll first saw the data as it is now: the first poll, or the
+	// one that found a new cursor. Zero while the store has no cursor, since then changes
+	// cannot be seen.
+	DataChangedAt time.Time
 	// CheckedAt is when the poll ran.
 	CheckedAt time.Time
 }
@@ -99,8 +105,9 @@ func (s *Service) currentStatus(ctx context.Context) StoreStatus {
 }
 
 // Poll reads the store's metadata now, records the resulting status, tells subscribers if
-// Available or Stale changed, and returns it. Run calls it on schedule. Polls run one at a
-// time, so a slow poll never overwrites the status of a later one.
+// Available, Stale or the data changed, and returns it. A new cursor drops every cached
+// answer. Run calls it on schedule. Polls run one at a time, so a slow poll never overwrites
+// the status of a later one.
 func (s *Service) Poll(ctx context.Context) StoreStatus {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
@@ -116,27 +123,49 @@ func (s *Service) Poll(ctx context.Context) StoreStatus {
 	s.obs.StoreRead(OpMetadata, time.Since(start), err)
 
 	prev := s.status.Load()
-	now := s.now()
-	st := StoreStatus{CheckedAt: now}
-	if err == nil {
-		st.Available = true
-		st.LastSynchronized = md.LastSynchronized
-	} else {
-		st.Unreachable = !errors.Is(err, ErrInvalidMetadata)
-		if prev != nil {
-			st.LastSynchronized = prev.LastSynchronized
-		}
+	st, dataChanged := s.nextStatus(prev, md, err)
+	if dataChanged {
+		s.cache.invalidate()
 	}
-	st.Stale = isStale(st.LastSynchronized, now, s.staleAfter)
 	s.status.Store(&st)
 
 	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
 	s.obs.StatusPolled(st, err, changed)
+	if dataChanged {
+		s.obs.DataChanged()
+		s.log.Debug("big segment data changed", "cursor", st.Cursor)
+	}
 	if changed {
 		s.logChange(st, err)
+	}
+	if changed || dataChanged {
 		s.publish(st)
 	}
 	return st
+}
+
+// nextStatus is the status after a poll that read md and err, given the status before it;
+// dataChanged says whether the poll found a new cursor. A failed poll keeps what was known.
+func (s *Service) nextStatus(prev *StoreStatus, md Metadata, err error) (st StoreStatus, dataChanged bool) {
+	now := s.now()
+	st = StoreStatus{CheckedAt: now}
+	if prev != nil {
+		st.LastSynchronized, st.Cursor, st.DataChangedAt = prev.LastSynchronized, prev.Cursor, prev.DataChangedAt
+	}
+	if err != nil {
+		st.Unreachable = !errors.Is(err, ErrInvalidMetadata)
+	} else {
+		st.Available, st.LastSynchronized = true, md.LastSynchronized
+		dataChanged = prev != nil && md.Cursor != prev.Cursor
+		if prev == nil || dataChanged {
+			st.Cursor, st.DataChangedAt = md.Cursor, now
+		}
+		if st.Cursor == "" {
+			st.DataChangedAt = time.Time{}
+		}
+	}
+	st.Stale = isStale(st.LastSynchronized, now, s.staleAfter)
+	return st, dataChanged
 }
 
 func (s *Service) logChange(st StoreStatus, err error) {
@@ -225,7 +254,7 @@ func (sub *subscription) offer(st StoreStatus) {
 }
 
 // Subscribe returns a channel that receives each change of the store's Available or Stale,
-// and a function that ends the subscription. The channel holds one status: a subscriber that
+// and of its data (a new cursor), and a function that ends the subscription. The channel holds one status: a subscriber that
 // does not keep up sees only the latest change. Call cancel when done; it never closes the
 // channel, so a receiver must also watch its own context.
 func (s *Service) Subscribe() (<-chan StoreStatus, func()) {

@@ -28,6 +28,11 @@ type Read struct {
 // Metadata is what a synchronizer records about the data as a whole.
 type Metadata struct {
 	// LastSynchronized is when the synchronizer last brought the data up to date; the zero
-	// time means it never has.
+	// time means it never has. Synchronizers also set it while idle, so it changing does not
+	// mean the data did.
 	LastSynchronized time.Time
+	// Cursor is the synchronizer's version of the data (the Relay Proxy sets it in the same
+	// transaction as every change), "" when the store has none: older synchronizers, data
+	// written by hand. A new cursor means the data changed.
+	Cursor string
 }

@@ -47,7 +47,8 @@ type config struct {
 	Prefix                     string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
 	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
 	CacheSize                  int           `envconfig:"CACHE_SIZE" default:"100000" desc:"most memberships cached; 0 turns the cache off"`
-	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached; 0 turns the cache off"`
+	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
+	CacheTTLWithCursor         time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" default:"1h" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
 	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
 	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
 	LookupTimeout              time.Duration `envconfig:"LOOKUP_TIMEOUT" default:"1s" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
@@ -135,6 +136,7 @@ func (c config) validate() error {
 	for _, ck := range []check{
 		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
+		{"CACHE_TTL_WITH_CURSOR", c.CacheTTLWithCursor <= 0, "must be positive"},
 		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
 		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
 		{"LOOKUP_TIMEOUT", c.LookupTimeout <= 0, "must be positive"},

@@ -13,8 +13,9 @@ import (
 )
 
 // load runs "server load [--replace] FILE": it writes a fixture into the configured Redis in
-// the LaunchDarkly layout, then sets the synchronization time (the file's synchronizedOn, or
-// now). The whole file is checked before anything is written.
+// the LaunchDarkly layout, then sets the cursor (the file's, or a new one) and the
+// synchronization time (the file's synchronizedOn, or now), so that running instances see the
+// load as a change at their next poll. The whole file is checked before anything is written.
 func load(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	opts, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
@@ -44,7 +45,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
 		len(f.Contexts), file, target.topology, target.addrs, cfg.Prefix)
 	lastReport := time.Now()
-	opts.SynchronizedOn = synced
+	opts.SynchronizedOn, opts.Cursor = synced, f.Cursor
 	opts.Progress = func(done, total int) {
 		if time.Since(lastReport) >= time.Second && done < total {
 			fmt.Fprintf(stderr, "loaded %d/%d contexts\n", done, total)
@@ -55,8 +56,8 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
-	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d\n",
-		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec)
+	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d, cursor %s\n",
+		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec, st.Cursor)
 	return nil
 }
 

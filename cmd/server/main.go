@@ -20,24 +20,25 @@ import (
 )
 
 func main() {
-	interrupts := make(chan os.Signal, 2)
-	signal.Notify(interrupts, os.Interrupt, syscall.SIGTERM)
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// go-redis logs through a process-wide logger: reconnection attempts and the like, at
 	// debug level, since failures reach operators through lookups, polls and metrics.
 	level, _ := parseLevel(os.Getenv("BIGSEG_LOG_LEVEL"))
 	goredis.SetLogger(redisLogger{slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
-	if err := run(context.Background(), interrupts, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(context.Background(), signals, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bigseg:", err)
 		os.Exit(1)
 	}
 }
 
 // run is the whole program; main only gives it the process's signals, environment and
-// streams, so that tests can run it in-process, several at once. The first interrupt (or the
-// end of ctx) begins a graceful shutdown; a second cuts the shutdown delay short.
-func run(ctx context.Context, interrupts <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// streams, so that tests can run it in-process, several at once. The first SIGTERM or SIGINT
+// (or the end of ctx) begins a graceful shutdown; a second cuts the shutdown delay short.
+// SIGHUP reloads the embedded store's fixture.
+func run(ctx context.Context, signals <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
-		ctx, cancel := untilInterrupted(ctx, interrupts)
+		ctx, cancel := untilInterrupted(ctx, signals)
 		defer cancel()
 		switch args[1] {
 		case "-h", "-help", "--help", "help":
@@ -54,15 +55,15 @@ func run(ctx context.Context, interrupts <-chan os.Signal, args []string, getenv
 	if err != nil {
 		return err
 	}
-	return serve(ctx, interrupts, cfg, stderr)
+	return serve(ctx, signals, cfg, stderr)
 }
 
-// untilInterrupted returns a context that ends with ctx or at the first interrupt.
-func untilInterrupted(ctx context.Context, interrupts <-chan os.Signal) (context.Context, context.CancelFunc) {
+// untilInterrupted returns a context that ends with ctx or at the first signal.
+func untilInterrupted(ctx context.Context, signals <-chan os.Signal) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
-		case <-interrupts:
+		case <-signals:
 			cancel()
 		case <-ctx.Done():
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,9 +26,9 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the HTTP service until ctx ends or an interrupt arrives, then shuts it down (see
-// app.shutdown).
-func serve(ctx context.Context, interrupts <-chan os.Signal, cfg config, logOut io.Writer) error {
+// serve runs the HTTP service until ctx ends or SIGTERM or SIGINT arrives, then shuts it
+// down (see app.shutdown).
+func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 	a, err := newApp(cfg, log)
@@ -35,7 +36,7 @@ func serve(ctx context.Context, interrupts <-chan os.Signal, cfg config, logOut 
 		return err
 	}
 	defer a.close()
-	return a.run(ctx, interrupts)
+	return a.run(ctx, signals)
 }
 
 // app is the service's parts, built from the configuration by newApp; it owns every resource
@@ -70,6 +71,7 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	}
 	a.svc = segments.New(a.store.store,
 		segments.WithCache(cfg.CacheSize, cfg.CacheTTL),
+		segments.WithCursorTTL(cfg.CacheTTLWithCursor),
 		segments.WithPollInterval(cfg.StatusPollInterval),
 		segments.WithStaleAfter(cfg.StaleAfter),
 		segments.WithLookupTimeout(cfg.LookupTimeout),
@@ -150,9 +152,9 @@ func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Han
 	), nil
 }
 
-// run serves until ctx ends or an interrupt arrives, then shuts down. The status poller runs
-// meanwhile and stops only once the server has.
-func (a *app) run(ctx context.Context, interrupts <-chan os.Signal) error {
+// run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
+// the embedded store. The status poller runs meanwhile and stops only once the server has.
+func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = a.svc.Run(pollCtx) })
@@ -167,30 +169,59 @@ func (a *app) run(ctx context.Context, interrupts <-chan os.Signal) error {
 	go func() { serveErr <- a.srv.Serve(a.ln) }()
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "store", a.store.name, "auth", a.cfg.APITokensFile != "" || len(a.cfg.APITokens) > 0,
 		"pollInterval", a.svc.PollInterval().String(), "staleAfter", a.svc.StaleAfter().String(), "lookupTimeout", a.cfg.LookupTimeout.String())
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	case <-interrupts:
+	for {
+		select {
+		case err := <-serveErr:
+			return fmt.Errorf("serve: %w", err)
+		case <-ctx.Done():
+			return a.shutdown(signals, serveErr)
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				a.reload()
+				continue
+			}
+			return a.shutdown(signals, serveErr)
+		}
 	}
-	return a.shutdown(interrupts, serveErr)
+}
+
+// reload reads the embedded store's fixture again and serves it: a change, which every
+// instance's cache and status stream follow. With Redis there is nothing to reload.
+func (a *app) reload() {
+	if a.store.reload == nil {
+		a.log.Info("SIGHUP: nothing to reload (the store is Redis)")
+		return
+	}
+	if err := a.store.reload(); err != nil {
+		a.log.Error("SIGHUP: reload failed; still serving the data loaded before", "err", err.Error())
+		return
+	}
+	a.svc.Poll(context.Background()) // see the change now, not at the next poll
+	a.log.Info("SIGHUP: reloaded the embedded store", "seedFile", a.cfg.SeedFile)
 }
 
 // shutdown stops serving in the order load balancers need: /readyz turns 503 and every answer
 // says "Connection: close" for BIGSEG_SHUTDOWN_DELAY (a further interrupt ends the delay),
 // while requests are still served; then the listener closes and in-flight requests get up to
 // BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
-func (a *app) shutdown(interrupts <-chan os.Signal, serveErr <-chan error) error {
+func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error) error {
 	a.svc.Drain()
 	a.log.Info("shutting down: not ready, still serving", "delay", a.cfg.ShutdownDelay.String())
 	delay := time.NewTimer(a.cfg.ShutdownDelay)
 	defer delay.Stop()
-	select {
-	case <-delay.C:
-	case <-interrupts:
-		a.log.Info("shutting down: delay cut short by a second signal")
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
+wait:
+	for {
+		select {
+		case <-delay.C:
+			break wait
+		case sig := <-signals:
+			if sig != syscall.SIGHUP {
+				a.log.Info("shutting down: delay cut short by a second signal")
+				break wait
+			}
+		case err := <-serveErr:
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
@@ -224,23 +255,14 @@ type openedStore struct {
 	store     segments.Store
 	name      string // "redis" or "memory", as /status shows
 	poolStats func() metrics.PoolStats
+	reload    func() error // the embedded store only
 	close     func()
 }
 
 // openStore opens the configured store.
 func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 	if cfg.topology() == topologyNone {
-		var f *fixture.Fixture
-		if cfg.SeedFile != "" {
-			var err error
-			if f, err = fixture.ReadFile(cfg.SeedFile); err != nil {
-				return openedStore{}, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
-			}
-		}
-		store := memory.New(f, time.Now())
-		log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
-			"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
-		return openedStore{store: store, name: "memory", close: func() {}}, nil
+		return openMemoryStore(cfg, log)
 	}
 	client, target, err := newRedisClient(cfg)
 	if err != nil {
@@ -254,6 +276,35 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 		poolStats: func() metrics.PoolStats { return poolStats(client.PoolStats()) },
 		close:     func() { client.Close() },
 	}, nil
+}
+
+// openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
+func openMemoryStore(cfg config, log *slog.Logger) (openedStore, error) {
+	read := func() (*fixture.Fixture, error) {
+		if cfg.SeedFile == "" {
+			return nil, nil
+		}
+		f, err := fixture.ReadFile(cfg.SeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
+		}
+		return f, nil
+	}
+	f, err := read()
+	if err != nil {
+		return openedStore{}, err
+	}
+	store := memory.New(f, time.Now())
+	log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
+		"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
+	reload := func() error {
+		f, err := read()
+		if err == nil {
+			store.Replace(f, time.Now())
+		}
+		return err
+	}
+	return openedStore{store: store, name: "memory", reload: reload, close: func() {}}, nil
 }
 
 func poolStats(s *goredis.PoolStats) metrics.PoolStats {

@@ -23,6 +23,9 @@ type Seed struct {
 	Contexts map[string]Entry
 	// SynchronizedOn is written as the synchronization time unless zero (never synchronized).
 	SynchronizedOn time.Time
+	// Cursor is written as the data's version unless empty. A store seeded without one may
+	// report one of its own (the embedded store counts its loads) or none (Redis).
+	Cursor string
 }
 
 // NewStore returns a store holding seed and nothing else.
@@ -44,6 +47,7 @@ func Run(t *testing.T, newStore NewStore) {
 			carol: {Included: []string{"both.g1", "odd ref: ü/+%"}, Excluded: []string{"both.g1"}},
 		},
 		SynchronizedOn: synced,
+		Cursor:         "2026-11-29T12:00:00Z#42",
 	}
 
 	t.Run("memberships", func(t *testing.T) { memberships(t, newStore(t, seed)) })

@@ -5,6 +5,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 // Store is a segments.Store over an in-memory snapshot. It is safe for concurrent use, and
 // Replace swaps the whole snapshot at once.
 type Store struct {
-	snap atomic.Pointer[snapshot]
+	snap  atomic.Pointer[snapshot]
+	loads atomic.Int64
 }
 
 var _ segments.Store = (*Store)(nil)
@@ -23,6 +25,7 @@ var _ segments.Store = (*Store)(nil)
 type snapshot struct {
 	memberships map[string]segments.Membership // by hash
 	synced      time.Time
+	cursor      string
 }
 
 // New returns a store holding f. When f has no synchronizedOn, loadedAt counts as the
@@ -33,15 +36,20 @@ func New(f *fixture.Fixture, loadedAt time.Time) *Store {
 	return s
 }
 
-// Replace swaps in f, with the same rules as New.
+// Replace swaps in f, with the same rules as New. Its cursor is f's, or, when f has none,
+// "load-N" for the Nth load of this store: a reload is a change.
 func (s *Store) Replace(f *fixture.Fixture, loadedAt time.Time) {
-	snap := &snapshot{memberships: make(map[string]segments.Membership), synced: loadedAt}
+	snap := &snapshot{memberships: make(map[string]segments.Membership), synced: loadedAt,
+		cursor: fmt.Sprintf("load-%d", s.loads.Add(1))}
 	if f != nil {
 		for _, c := range f.Contexts {
 			snap.memberships[c.Hash] = c.Membership()
 		}
 		if f.SynchronizedOn != nil {
 			snap.synced = *f.SynchronizedOn
+		}
+		if f.Cursor != "" {
+			snap.cursor = f.Cursor
 		}
 	}
 	s.snap.Store(snap)
@@ -62,5 +70,6 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 
 // Metadata implements segments.Store.
 func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
-	return segments.Metadata{LastSynchronized: s.snap.Load().synced}, nil
+	snap := s.snap.Load()
+	return segments.Metadata{LastSynchronized: snap.synced, Cursor: snap.cursor}, nil
 }

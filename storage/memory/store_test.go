@@ -13,7 +13,7 @@ import (
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, seed storetest.Seed) segments.Store {
-		f := &fixture.Fixture{SynchronizedOn: &seed.SynchronizedOn}
+		f := &fixture.Fixture{SynchronizedOn: &seed.SynchronizedOn, Cursor: seed.Cursor}
 		for h, e := range seed.Contexts {
 			f.Contexts = append(f.Contexts, fixture.Context{Hash: h, Included: e.Included, Excluded: e.Excluded})
 		}
@@ -53,5 +53,26 @@ func TestReplace(t *testing.T) {
 	s.Replace(f, time.Now())
 	if s.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", s.Len())
+	}
+}
+
+// A reload is a change: the store's cursor is the fixture's, or a count of its loads.
+func TestReloadIsAChange(t *testing.T) {
+	s := memory.New(nil, time.Now())
+	cursor := func() string {
+		md, err := s.Metadata(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return md.Cursor
+	}
+	first := cursor()
+	s.Replace(nil, time.Now())
+	if second := cursor(); second == first || second == "" {
+		t.Errorf("cursor after a reload without one of its own: %q, before %q", second, first)
+	}
+	s.Replace(&fixture.Fixture{Cursor: "v7"}, time.Now())
+	if got := cursor(); got != "v7" {
+		t.Errorf("cursor of a fixture with one: %q, want v7", got)
 	}
 }

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,6 +24,10 @@ type LoadOptions struct {
 	// SynchronizedOn is written as the synchronization time once every context is written;
 	// the zero time is written as 0, never synchronized.
 	SynchronizedOn time.Time
+	// Cursor is written as the data's version with the synchronization time, so that every
+	// instance reading the store sees the load as a change at its next poll; empty means a new
+	// one, "load-<unix ms>-<random>".
+	Cursor string
 	// BatchSize is how many contexts go in one pipeline; 0 means 1000.
 	BatchSize int
 	// Progress, when set, is called after each batch with the contexts written so far.
@@ -35,6 +41,7 @@ type LoadStats struct {
 	RefsRemoved  int // refs removed from listed contexts (Replace)
 	KeysDeleted  int // sets of unlisted contexts deleted (Replace)
 	SyncedOnMsec int64
+	Cursor       string
 }
 
 // Load writes contexts in the LaunchDarkly Big Segments layout, then the synchronization
@@ -72,10 +79,34 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 	if !opts.SynchronizedOn.IsZero() {
 		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
 	}
-	if err := s.client.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0).Err(); err != nil {
-		return st, fmt.Errorf("set %s: %w", s.syncedOnKey, err)
+	st.Cursor = opts.Cursor
+	if st.Cursor == "" {
+		st.Cursor = newCursor()
+	}
+	// After every context: no instance sees the new cursor before the data it stands for.
+	// One MULTI/EXEC, but on a cluster, where the two keys are in different slots unless the
+	// prefix is hash-tagged: there, a pipeline.
+	write := s.client.TxPipelined
+	if _, cluster := s.client.(*goredis.ClusterClient); cluster {
+		write = s.client.Pipelined
+	}
+	_, err := write(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, s.cursorKey, st.Cursor, 0)
+		p.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0)
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("set %s and %s: %w", s.cursorKey, s.syncedOnKey, err)
 	}
 	return st, nil
+}
+
+// newCursor makes up a version for a load: when, and a random part, so that two loads in the
+// same millisecond still differ.
+func newCursor() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("load-%d-%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }
 
 func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *LoadStats) error {

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,19 @@ func TestLoad(t *testing.T) {
 	}
 	if v, _ := c.Get(ctx, store.SynchronizedOnKey()).Result(); v != strconv.FormatInt(synced.Add(time.Hour).UnixMilli(), 10) {
 		t.Errorf("synchronized_on = %q", v)
+	}
+	// Every load writes a cursor: the one given, or a new one.
+	if v, _ := c.Get(ctx, store.CursorKey()).Result(); v != st.Cursor || !strings.HasPrefix(v, "load-") {
+		t.Errorf("cursor = %q, stats say %q", v, st.Cursor)
+	}
+	again, err := store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced})
+	if err != nil || again.Cursor == st.Cursor {
+		t.Errorf("a second load: cursor %q (the first was %q), %v", again.Cursor, st.Cursor, err)
+	}
+	if st, err := store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced, Cursor: "v9"}); err != nil || st.Cursor != "v9" {
+		t.Errorf("a load with a cursor: %+v, %v", st, err)
+	}
+	if v, _ := c.Get(ctx, store.CursorKey()).Result(); v != "v9" {
+		t.Errorf("cursor = %q, want v9", v)
 	}
 }

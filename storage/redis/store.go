@@ -24,6 +24,7 @@ type Store struct {
 	client      goredis.UniversalClient
 	prefix      string
 	syncedOnKey string
+	cursorKey   string
 }
 
 var _ segments.Store = (*Store)(nil)
@@ -33,7 +34,8 @@ func New(client goredis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on"}
+	return &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on",
+		cursorKey: prefix + ":big_segments_cursor"}
 }
 
 // IncludeKey is the set of refs a context is included in.
@@ -44,6 +46,10 @@ func (s *Store) ExcludeKey(hash string) string { return s.prefix + ":big_segment
 
 // SynchronizedOnKey holds the last synchronization time, unix milliseconds as a decimal string.
 func (s *Store) SynchronizedOnKey() string { return s.syncedOnKey }
+
+// CursorKey holds the synchronizer's version of the data, an opaque string that the Relay
+// Proxy sets in the same transaction as every change.
+func (s *Store) CursorKey() string { return s.cursorKey }
 
 // Memberships implements segments.Store with one pipeline of two SMEMBERS per hash: one round
 // trip for any number of contexts on a standalone server (one per node on a cluster, sent
@@ -95,25 +101,52 @@ func anyErr(cmds []*goredis.StringSliceCmd) bool {
 // (and would not print as RFC 3339).
 var maxMillis = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 
-// Metadata implements segments.Store. A missing synchronized_on key, or 0, means never
-// synchronized; a value that is not unix milliseconds up to year 9999, or a key of the wrong
-// type, is segments.ErrInvalidMetadata, since trusting it would hide a broken synchronizer.
+// Metadata implements segments.Store: synchronized_on and the cursor, in one pipeline (on a
+// cluster the two keys are in different slots unless the prefix is hash-tagged, so the
+// pipeline may go to two nodes, concurrently). A missing synchronized_on key, or 0, means
+// never synchronized; a missing cursor means none. A synchronized_on that is not unix
+// milliseconds up to year 9999, or a key of the wrong type, is segments.ErrInvalidMetadata,
+// since trusting it would hide a broken synchronizer.
 func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
-	v, err := s.client.Get(ctx, s.syncedOnKey).Result()
+	pipe := s.client.Pipeline()
+	syncedCmd, cursorCmd := pipe.Get(ctx, s.syncedOnKey), pipe.Get(ctx, s.cursorKey)
+	_, execErr := pipe.Exec(ctx)
+	var md segments.Metadata
+	if execErr != nil && !errors.Is(execErr, goredis.Nil) && syncedCmd.Err() == nil && cursorCmd.Err() == nil {
+		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
+		// rejected password, on Exec only): its commands' empty results mean nothing.
+		return md, fmt.Errorf("pipeline: %w", execErr)
+	}
+	synced, present, err := value(syncedCmd)
+	if err != nil {
+		return md, err
+	}
+	if md.Cursor, _, err = value(cursorCmd); err != nil {
+		return md, err
+	}
+	if !present {
+		return md, nil
+	}
+	ms, err := strconv.ParseInt(synced, 10, 64)
+	if err != nil || ms < 0 || ms > maxMillis {
+		return md, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, synced)
+	}
+	if ms > 0 {
+		md.LastSynchronized = time.UnixMilli(ms)
+	}
+	return md, nil
+}
+
+// value is a GET's string, and whether the key exists.
+func value(cmd *goredis.StringCmd) (string, bool, error) {
+	v, err := cmd.Result()
 	switch {
 	case errors.Is(err, goredis.Nil):
-		return segments.Metadata{}, nil
+		return "", false, nil
 	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
-		return segments.Metadata{}, fmt.Errorf("%w: get %s: %w", segments.ErrInvalidMetadata, s.syncedOnKey, err)
+		return "", false, fmt.Errorf("%w: get %s: %w", segments.ErrInvalidMetadata, cmd.Args()[1], err)
 	case err != nil:
-		return segments.Metadata{}, fmt.Errorf("get %s: %w", s.syncedOnKey, err)
+		return "", false, fmt.Errorf("get %s: %w", cmd.Args()[1], err)
 	}
-	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms < 0 || ms > maxMillis {
-		return segments.Metadata{}, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, v)
-	}
-	if ms == 0 {
-		return segments.Metadata{}, nil
-	}
-	return segments.Metadata{LastSynchronized: time.UnixMilli(ms)}, nil
+	return v, true, nil
 }

@@ -29,6 +29,9 @@ func seed(t *testing.T, c goredis.UniversalClient, store *redis.Store, seed stor
 			c.SAdd(ctx, store.ExcludeKey(h), r)
 		}
 	}
+	if seed.Cursor != "" {
+		c.Set(ctx, store.CursorKey(), seed.Cursor, 0)
+	}
 	if !seed.SynchronizedOn.IsZero() {
 		c.Set(ctx, store.SynchronizedOnKey(), strconv.FormatInt(seed.SynchronizedOn.UnixMilli(), 10), 0)
 	}

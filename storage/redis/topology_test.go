@@ -112,11 +112,77 @@ func TestCluster(t *testing.T) {
 					t.Errorf("one lookup took %d calls, want 1", got)
 				}
 			}
-			if md, err := store.Metadata(ctx); err != nil || md.LastSynchronized.IsZero() {
+			if md, err := store.Metadata(ctx); err != nil || md.LastSynchronized.IsZero() || md.Cursor == "" {
 				t.Errorf("metadata: %v, %v", md, err)
+			}
+			// A poll is one pipeline, to the nodes of its two keys: with a hash-tagged prefix
+			// one node, else the nodes of two slots, asked concurrently.
+			perNode := nodeCalls(t, cluster, func(c *goredis.ClusterClient) {
+				if md, err := redis.New(c, prefix).Metadata(ctx); err != nil || md.Cursor == "" {
+					t.Errorf("metadata through a new client: %v, %v", md, err)
+				}
+			})
+			slots := map[int64]bool{}
+			for _, k := range []string{store.SynchronizedOnKey(), store.CursorKey()} {
+				slots[client.ClusterKeySlot(ctx, k).Val()] = true
+			}
+			wantNodes := map[string]int{"launchdarkly": 2, "{ld}": 1}[prefix]
+			if len(slots) != wantNodes {
+				t.Errorf("the two keys are in %d slots, want %d", len(slots), wantNodes)
+			}
+			total := 0
+			for _, n := range perNode {
+				total += n
+				if n != 1 {
+					t.Errorf("a poll sent %d calls to one node, want 1: %v", n, perNode)
+				}
+			}
+			if total > wantNodes {
+				t.Errorf("a poll called %d nodes, want at most %d", total, wantNodes)
 			}
 		})
 	}
+}
+
+// nodeCalls runs f twice with a new client of the cluster, and counts the commands and
+// pipelines each node got the second time (the first time also opens the connections, whose
+// set-up commands pass through hooks too).
+func nodeCalls(t *testing.T, cluster *redistest.Cluster, f func(*goredis.ClusterClient)) map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	counting := false
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs(), Protocol: 2})
+	defer c.Close()
+	c.OnNewNode(func(node *goredis.Client) {
+		addr := node.Options().Addr
+		node.AddHook(callHook(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if counting {
+				counts[addr]++
+			}
+		}))
+	})
+	f(c)
+	mu.Lock()
+	counting = true
+	mu.Unlock()
+	f(c)
+	mu.Lock()
+	defer mu.Unlock()
+	return counts
+}
+
+// callHook calls f for every command or pipeline sent.
+type callHook func()
+
+func (h callHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h callHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error { h(); return next(ctx, cmd) }
+}
+func (h callHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error { h(); return next(ctx, cmds) }
 }
 
 // readContinuously reads every context in batches until stop is closed, counting reads and
