@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -116,50 +117,73 @@ func run(ctx context.Context, c config) error {
 	if err := os.WriteFile(flagFile, []byte(flagData), 0o600); err != nil {
 		return err
 	}
+	env, err := startSystems(ctx, c, dir)
+	defer env.stop()
+	if err != nil {
+		return err
+	}
+	results, err := rounds(ctx, c, env.systems, flagFile, env.workload)
+	if err != nil {
+		return err
+	}
+	rep := report{config: c, took: time.Since(start), affinity: allowedCPUs(), loadBefore: loadBefore, gomaxprocs: runtime.GOMAXPROCS(0)}
+	for m, md := range modes {
+		section := reportSection{mode: md.name}
+		for s, sys := range env.systems {
+			section.rows = append(section.rows, reportRow{name: sys.name, direct: sys.direct, runs: results[runKey{s, m}]})
+		}
+		rep.sections = append(rep.sections, section)
+	}
+	rep.print(os.Stdout)
+	return nil
+}
 
+// environment is what the benchmark starts: Redis, seeded; two bigseg servers; a synchronizer
+// keeping the data fresh; and the systems measured over them.
+type environment struct {
+	systems  []system
+	workload *workload
+	stops    []func()
+}
+
+// stop stops what was started, last first.
+func (e *environment) stop() {
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		e.stops[i]()
+	}
+}
+
+func startSystems(ctx context.Context, c config, dir string) (*environment, error) {
+	env := &environment{}
 	redisLog, err := os.Create(filepath.Join(dir, "redis.log"))
 	if err != nil {
-		return err
+		return env, err
 	}
-	defer redisLog.Close()
+	env.stops = append(env.stops, func() { redisLog.Close() })
 	redis, redisAddr, err := startRedis(c.serverCPU, dir, redisLog)
 	if err != nil {
-		return err
+		return env, err
 	}
-	defer redis.stop()
+	env.stops = append(env.stops, redis.stop)
 	const prefix = "launchdarkly"
 	rc := goredis.NewClient(&goredis.Options{Addr: redisAddr})
-	defer rc.Close()
-	wl, err := seed(ctx, rc, prefix, c.contexts)
-	if err != nil {
-		return err
+	env.stops = append(env.stops, func() { rc.Close() })
+	if env.workload, err = seed(ctx, rc, prefix, c.contexts); err != nil {
+		return env, err
 	}
-	// Play the synchronizer: keep the data fresh for as long as the benchmark runs.
-	syncCtx, stopSync := context.WithCancel(ctx)
-	defer stopSync()
-	go func() {
-		for {
-			rc.Set(syncCtx, prefix+":big_segments_synchronized_on", strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
-			select {
-			case <-syncCtx.Done():
-				return
-			case <-time.After(10 * time.Second):
-			}
-		}
-	}()
+	env.stops = append(env.stops, synchronize(ctx, rc, prefix))
 	redisURL := "redis://" + redisAddr
 	bigsegOff, urlOff, err := startBigseg(c.server, c.serverCPU, dir, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_CACHE_SIZE=0")
 	if err != nil {
-		return err
+		return env, err
 	}
-	defer bigsegOff.stop()
+	env.stops = append(env.stops, bigsegOff.stop)
 	bigsegOn, urlOn, err := startBigseg(c.server, c.serverCPU, dir, "BIGSEG_REDIS_URL="+redisURL)
 	if err != nil {
-		return err
+		return env, err
 	}
-	defer bigsegOn.stop()
-
-	systems := []system{
+	env.stops = append(env.stops, bigsegOn.stop)
+	env.systems = []system{
 		{name: "Redis direct, ldredis's reads (2 SMEMBERS in turn)", direct: true, servers: []*proc{redis},
 			store: func() subsystems.ComponentConfigurer[subsystems.BigSegmentStore] {
 				return redisStoreConfigurer{addr: redisAddr, prefix: prefix}
@@ -177,48 +201,62 @@ func run(ctx context.Context, c config) error {
 				return ldbigseg.BigSegmentStore().BaseURL(urlOn)
 			}},
 	}
+	return env, nil
+}
 
-	type key struct{ system, mode int }
-	results := map[key][]result{}
-	var order []key
+// synchronize plays the synchronizer, keeping the data fresh until the returned function is
+// called.
+func synchronize(ctx context.Context, rc *goredis.Client, prefix string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			rc.Set(ctx, prefix+":big_segments_synchronized_on", strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// runKey names one system in one SDK cache mode.
+type runKey struct{ system, mode int }
+
+// rounds measures every system in every mode, round after round, every other round in
+// reverse order.
+func rounds(ctx context.Context, c config, systems []system, flagFile string, wl *workload) (map[runKey][]result, error) {
+	results := map[runKey][]result{}
+	var order []runKey
 	for m := range modes {
 		for s := range systems {
-			order = append(order, key{s, m})
+			order = append(order, runKey{s, m})
 		}
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d contexts seeded; %d runs of %v + %v warm-up per round, %d rounds\n",
 		c.contexts, len(order), c.duration, c.warmup, c.rounds)
 	for round := range c.rounds {
-		runs := append([]key(nil), order...)
+		runs := append([]runKey(nil), order...)
 		if round%2 == 1 {
-			for i, j := 0, len(runs)-1; i < j; i, j = i+1, j-1 {
-				runs[i], runs[j] = runs[j], runs[i]
-			}
+			slices.Reverse(runs)
 		}
 		for _, k := range runs {
 			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("stopped: %w", err)
+				return nil, fmt.Errorf("stopped: %w", err)
 			}
 			r, err := measure(ctx, c, systems[k.system], modes[k.mode], flagFile, wl, uint64(round))
 			if err != nil {
-				return fmt.Errorf("%s, %s: %w", systems[k.system].name, modes[k.mode].name, err)
+				return nil, fmt.Errorf("%s, %s: %w", systems[k.system].name, modes[k.mode].name, err)
 			}
 			fmt.Fprintf(os.Stderr, "round %d: %-48s %-42s %8.0f evals/s  %.3f lookups/eval\n",
 				round+1, systems[k.system].name, modes[k.mode].name, r.rate(), r.lookupsPerEval())
 			results[k] = append(results[k], r)
 		}
 	}
-
-	rep := report{config: c, took: time.Since(start), affinity: allowedCPUs(), loadBefore: loadBefore, gomaxprocs: runtime.GOMAXPROCS(0)}
-	for m, md := range modes {
-		section := reportSection{mode: md.name}
-		for s, sys := range systems {
-			section.rows = append(section.rows, reportRow{name: sys.name, direct: sys.direct, runs: results[key{s, m}]})
-		}
-		rep.sections = append(rep.sections, section)
-	}
-	rep.print(os.Stdout)
-	return nil
+	return results, nil
 }
 
 // workload is the contexts the benchmark evaluates and what the flag must answer for each.
