@@ -127,6 +127,20 @@ func WithAccessLog(on bool) Option { return func(s *server) { s.accessLog = on }
 
 // New returns the HTTP API over svc.
 func New(svc *segments.Service, opts ...Option) http.Handler {
+	s := newServer(svc, opts)
+	s.routes(s.mux)
+	return s.mux
+}
+
+// NewOps returns the handler of a listener for operations only: /metrics (WithMetrics) and
+// the probes (/livez, /healthz, /readyz).
+func NewOps(svc *segments.Service, opts ...Option) http.Handler {
+	s := newServer(svc, opts)
+	s.opsRoutes(s.mux)
+	return s.mux
+}
+
+func newServer(svc *segments.Service, opts []Option) *server {
 	s := &server{
 		svc:             svc,
 		log:             slog.New(slog.DiscardHandler),
@@ -151,8 +165,7 @@ func New(svc *segments.Service, opts ...Option) http.Handler {
 	}
 	s.mux.NotFound(s.notFound)
 	s.mux.MethodNotAllowed(s.methodNotAllowed)
-	s.routes(s.mux)
-	return s.mux
+	return s
 }
 
 // errorBody is every error response.

@@ -27,3 +27,15 @@ func (s *server) routes(r chi.Router) {
 	}
 	r.Get("/openapi.yaml", s.openAPI())
 }
+
+// opsRoutes lists the routes of the operations listener (NewOps): metrics and the probes,
+// the same as on the API, for Prometheus and for kubelets that cannot present the client
+// certificate the API may require.
+func (s *server) opsRoutes(r chi.Router) {
+	r.Get("/livez", s.getLive())
+	r.Get("/healthz", s.getLive())
+	r.Get("/readyz", s.getReady())
+	if s.metrics != nil {
+		r.Method("GET", "/metrics", s.metrics)
+	}
+}

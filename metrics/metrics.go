@@ -28,6 +28,10 @@ type Metrics struct {
 	polls          *prometheus.CounterVec
 	changes        prometheus.Counter
 	invalidations  prometheus.Counter
+	tlsOnce        sync.Once
+	tlsFailing     prometheus.Gauge
+	tlsFailures    prometheus.Counter
+	tlsExpiry      prometheus.Gauge
 	lookups        [3][2]*shardedCounter // by status, then source (store, cache)
 	storeDuration  *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
@@ -64,6 +68,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		changes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bigseg_store_status_changes_total",
 			Help: "Changes of the store's available or stale status.",
+		}),
+		tlsFailing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bigseg_tls_certificate_reload_failing",
+			Help: "1 while the TLS certificate files changed on disk but do not load (the last good certificate is served), else 0.",
+		}),
+		tlsFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bigseg_tls_certificate_reload_errors_total",
+			Help: "Changes of the TLS certificate files on disk that did not load.",
+		}),
+		tlsExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bigseg_tls_certificate_expiry_timestamp_seconds",
+			Help: "Unix time when the TLS certificate served on the HTTP listeners expires.",
 		}),
 		invalidations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bigseg_cache_invalidations_total",
@@ -111,6 +127,18 @@ func (m *Metrics) WatchConnections(open func() int) {
 		Name: "bigseg_http_open_connections",
 		Help: "Client connections open on the API listener (at most BIGSEG_MAX_CONNS).",
 	}, func() float64 { return float64(open()) }))
+}
+
+// TLSCertificate records the state of the HTTP listeners' certificate files: failing while
+// the files on disk do not load (the last good certificate is still served), and when the
+// certificate served expires.
+func (m *Metrics) TLSCertificate(failing bool, notAfter time.Time) {
+	m.tlsOnce.Do(func() { m.reg.MustRegister(m.tlsFailing, m.tlsFailures, m.tlsExpiry) })
+	m.tlsFailing.Set(boolFloat(failing))
+	if failing {
+		m.tlsFailures.Inc()
+	}
+	m.tlsExpiry.Set(float64(notAfter.Unix()))
 }
 
 // WatchReady exports whether the instance is ready for traffic (what /readyz says), read at

@@ -23,6 +23,9 @@ const envPrefix = "BIGSEG"
 // run programs with different environments side by side.
 type config struct {
 	Addr                       string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
+	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
+	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
+	TLSClientCAFile            string        `envconfig:"TLS_CLIENT_CA_FILE" desc:"PEM CA bundle: with it, clients must present a certificate it issued (mutual TLS)"`
 	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; with no Redis setting at all, the embedded store is used"`
 	RedisClusterAddrs          []string      `envconfig:"REDIS_CLUSTER_ADDRS" desc:"Redis Cluster: comma-separated seed host:port addresses"`
 	RedisSentinelAddrs         []string      `envconfig:"REDIS_SENTINEL_ADDRS" desc:"Sentinel-managed Redis: comma-separated sentinel host:port addresses"`
@@ -62,7 +65,8 @@ type config struct {
 	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
 	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored)"`
-	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics on this address instead of the API's, such as :9090"`
+	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
+	MetricsTLS                 bool          `envconfig:"METRICS_TLS" default:"false" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
 	MaxInflight                int           `envconfig:"MAX_INFLIGHT" default:"1024" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
 	ShedWait                   time.Duration `envconfig:"SHED_WAIT" default:"250ms" desc:"how long a lookup request may wait for a slot before a 429"`
 	MaxConns                   int           `envconfig:"MAX_CONNS" default:"4096" desc:"most client connections open at once; at the limit the longest-idle one is closed to make room"`
@@ -178,8 +182,24 @@ func (c config) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
+	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateRedis()...)
 	return errors.Join(errs...)
+}
+
+// validateTLS checks the settings of the HTTP listeners' TLS.
+func (c config) validateTLS() []error {
+	var errs []error
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("BIGSEG_TLS_CERT_FILE and BIGSEG_TLS_KEY_FILE go together"))
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("BIGSEG_TLS_CLIENT_CA_FILE is set without BIGSEG_TLS_CERT_FILE: mutual TLS needs TLS"))
+	}
+	if c.MetricsTLS && (c.TLSCertFile == "" || c.MetricsAddr == "") {
+		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
+	}
+	return errs
 }
 
 // redactURLError keeps a URL's password out of an error that may quote the URL.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,7 @@ type app struct {
 	srv   *http.Server
 	ln    *connLimit
 	sides []*sideServer // the metrics and profiler listeners, when configured
+	certs *certs        // the listeners' TLS files, when configured
 	stop  chan struct{} // closed when the server shuts down: status streams end
 }
 
@@ -82,6 +84,13 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	)
 	m.WatchCache(a.svc.CacheLen)
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
+	if cfg.TLSCertFile != "" {
+		if a.certs, err = newCerts(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, log); err != nil {
+			return nil, err
+		}
+		a.certs.observe = m.TLSCertificate
+		m.TLSCertificate(false, a.certs.config.Certificates[0].Leaf.NotAfter)
+	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 	if err := a.listen(metricsHandler); err != nil {
 		return nil, err
@@ -101,6 +110,9 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		ConnState:         a.ln.ConnState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	if a.certs != nil {
+		a.srv.TLSConfig = a.certs.serverConfig()
+	}
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
 }
@@ -113,14 +125,17 @@ func (a *app) listen(metricsHandler http.Handler) error {
 	}
 	a.ln = newConnLimit(ln, a.cfg.MaxConns)
 	if a.cfg.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metricsHandler)
-		if err := a.side("metrics", a.cfg.MetricsAddr, mux); err != nil {
+		ops := handlers.NewOps(a.svc, handlers.WithLogger(a.log), handlers.WithMetrics(metricsHandler))
+		var tc *tls.Config
+		if a.cfg.MetricsTLS {
+			tc = a.certs.serverConfig()
+		}
+		if err := a.side("metrics", a.cfg.MetricsAddr, ops, tc); err != nil {
 			return err
 		}
 	}
 	if a.cfg.PprofAddr != "" {
-		return a.side("pprof", a.cfg.PprofAddr, pprofMux())
+		return a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil)
 	}
 	return nil
 }
@@ -166,8 +181,15 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		s.start(a.log)
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- a.srv.Serve(a.ln) }()
-	a.log.Info("listening", "addr", a.ln.Addr().String(), "store", a.store.name, "auth", a.cfg.APITokensFile != "" || len(a.cfg.APITokens) > 0,
+	go func() {
+		if a.certs != nil {
+			serveErr <- a.srv.ServeTLS(a.ln, "", "")
+			return
+		}
+		serveErr <- a.srv.Serve(a.ln)
+	}()
+	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
+		"store", a.store.name, "auth", a.cfg.APITokensFile != "" || len(a.cfg.APITokens) > 0,
 		"pollInterval", a.svc.PollInterval().String(), "staleAfter", a.svc.StaleAfter().String(), "lookupTimeout", a.cfg.LookupTimeout.String())
 	for {
 		select {
@@ -323,8 +345,8 @@ func pprofMux() *http.ServeMux {
 	return mux
 }
 
-// sideServer serves the metrics or the profiler on a listener of their own, kept apart from
-// the API.
+// sideServer serves the metrics and probes, or the profiler, on a listener of their own, kept
+// apart from the API.
 type sideServer struct {
 	name string
 	ln   net.Listener
@@ -332,23 +354,31 @@ type sideServer struct {
 	done chan struct{} // closed once Serve has returned; nil if never started
 }
 
-// side opens a side listener; run starts it.
-func (a *app) side(name, addr string, h http.Handler) error {
+// side opens a side listener, with TLS when tc is set; run starts it. It answers little and
+// quickly, so short timeouts bound what a client can hold there.
+func (a *app) side(name, addr string, h http.Handler, tc *tls.Config) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", name, err)
 	}
-	a.sides = append(a.sides, &sideServer{name: name, ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}})
+	a.sides = append(a.sides, &sideServer{name: name, ln: ln, srv: &http.Server{Handler: h, TLSConfig: tc,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
 	return nil
 }
 
 func (s *sideServer) start(log *slog.Logger) {
 	s.done = make(chan struct{})
+	withTLS := s.srv.TLSConfig != nil // Serve changes the config: read it before
 	go func() {
 		defer close(s.done)
+		if withTLS {
+			_ = s.srv.ServeTLS(s.ln, "", "")
+			return
+		}
 		_ = s.srv.Serve(s.ln)
 	}()
-	log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String())
+	log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String(), "tls", withTLS)
 }
 
 // stop stops the server and waits for it, or closes the listener if it never served.

@@ -41,12 +41,12 @@ func NewTLS(t testing.TB) *TLSFiles {
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	f := &TLSFiles{CAFile: writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)}
-	issue := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
+	issue := func(name string, serial int64, usage ...x509.ExtKeyUsage) (string, string) {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage,
 			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
@@ -59,7 +59,9 @@ func NewTLS(t testing.TB) *TLSFiles {
 		}
 		return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+"-key.pem", "EC PRIVATE KEY", keyDER)
 	}
-	f.ServerCert, f.ServerKey = issue("server", 2, x509.ExtKeyUsageServerAuth)
+	// The server certificate also allows client authentication, as certificates issued without
+	// usages (cert-manager's default) do: bigseg's healthcheck presents it under mutual TLS.
+	f.ServerCert, f.ServerKey = issue("server", 2, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 	f.ClientCert, f.ClientKey = issue("client", 3, x509.ExtKeyUsageClientAuth)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
