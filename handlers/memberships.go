@@ -28,13 +28,18 @@ func (s *server) getMembership() http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		release, ok := s.admit(w, r)
-		if !ok {
-			return
-		}
-		defer release()
-		writeLookup(w, false, key, s.svc.Lookup(r.Context(), key))
+		s.lookup(w, r, key, segments.Hash(key))
 	}
+}
+
+// lookup answers for one context, once it takes a lookup slot. key is "" for a lookup by hash.
+func (s *server) lookup(w http.ResponseWriter, r *http.Request, key, hash string) {
+	release, ok := s.admit(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	writeLookup(w, key == "", key, s.svc.LookupHash(r.Context(), hash))
 }
 
 // pathKey returns the context key of the request path. chi matches on the escaped path when
@@ -86,12 +91,7 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		release, ok := s.admit(w, r)
-		if !ok {
-			return
-		}
-		defer release()
-		writeLookup(w, true, "", s.svc.LookupHash(r.Context(), hash))
+		s.lookup(w, r, "", hash)
 	}
 }
 
