@@ -36,3 +36,14 @@ type Metadata struct {
 	// written by hand. A new cursor means the data changed.
 	Cursor string
 }
+
+// Bounds on what a store's metadata may hold; a store reports larger values as
+// ErrInvalidMetadata, and reads no more of them than these.
+var (
+	// MaxSynchronizedOn is the latest synchronization time that is real: the last millisecond
+	// of year 9999 (later ones cannot even be written as RFC 3339).
+	MaxSynchronizedOn = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+)
+
+// MaxCursorBytes bounds the length of a cursor.
+const MaxCursorBytes = 1024
