@@ -97,10 +97,6 @@ func anyErr(cmds []*goredis.StringSliceCmd) bool {
 	return false
 }
 
-// maxMillis is the last millisecond of year 9999: later synchronization times are not real
-// (and would not print as RFC 3339).
-var maxMillis = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
-
 // Metadata implements segments.Store: synchronized_on and the cursor, in one pipeline (on a
 // cluster the two keys are in different slots unless the prefix is hash-tagged, so the
 // pipeline may go to two nodes, concurrently). A missing synchronized_on key, or 0, means
@@ -128,7 +124,7 @@ func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 		return md, nil
 	}
 	ms, err := strconv.ParseInt(synced, 10, 64)
-	if err != nil || ms < 0 || ms > maxMillis {
+	if err != nil || ms < 0 || ms > segments.MaxSynchronizedOn.UnixMilli() {
 		return md, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, synced)
 	}
 	if ms > 0 {
