@@ -5,7 +5,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -88,7 +87,7 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 	return reads
 }
 
-func anyErr(cmds []*goredis.StringSliceCmd) bool {
+func anyErr[C goredis.Cmder](cmds []C) bool {
 	for _, c := range cmds {
 		if c.Err() != nil {
 			return true
@@ -97,35 +96,50 @@ func anyErr(cmds []*goredis.StringSliceCmd) bool {
 	return false
 }
 
+// maxSyncedOnBytes bounds the synchronized_on value read: unix milliseconds up to year 9999
+// take 15 digits.
+const maxSyncedOnBytes = 32
+
 // Metadata implements segments.Store: synchronized_on and the cursor, in one pipeline (on a
 // cluster the two keys are in different slots unless the prefix is hash-tagged, so the
 // pipeline may go to two nodes, concurrently). A missing synchronized_on key, or 0, means
 // never synchronized; a missing cursor means none. A synchronized_on that is not unix
-// milliseconds up to year 9999, or a key of the wrong type, is segments.ErrInvalidMetadata,
-// since trusting it would hide a broken synchronizer.
+// milliseconds up to year 9999, a value longer than its bound (32 bytes for synchronized_on,
+// segments.MaxCursorBytes for the cursor), or a key of the wrong type, is
+// segments.ErrInvalidMetadata, since trusting it would hide a broken synchronizer.
+//
+// A poll reads no more than the bounds of either value, however large it is: GETRANGE reads
+// the first bound+1 bytes, STRLEN gives the length for the error. EXISTS tells an empty
+// synchronized_on (invalid) from a missing one.
 func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 	pipe := s.client.Pipeline()
-	syncedCmd, cursorCmd := pipe.Get(ctx, s.syncedOnKey), pipe.Get(ctx, s.cursorKey)
+	exists := pipe.Exists(ctx, s.syncedOnKey)
+	synced := readBounded(ctx, pipe, s.syncedOnKey, maxSyncedOnBytes)
+	cursor := readBounded(ctx, pipe, s.cursorKey, segments.MaxCursorBytes)
 	_, execErr := pipe.Exec(ctx)
 	var md segments.Metadata
-	if execErr != nil && !errors.Is(execErr, goredis.Nil) && syncedCmd.Err() == nil && cursorCmd.Err() == nil {
+	if execErr != nil && !anyErr([]goredis.Cmder{exists, synced.length, synced.head, cursor.length, cursor.head}) {
 		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
 		// rejected password, on Exec only): its commands' empty results mean nothing.
 		return md, fmt.Errorf("pipeline: %w", execErr)
 	}
-	synced, present, err := value(syncedCmd)
+	v, err := synced.value()
 	if err != nil {
 		return md, err
 	}
-	if md.Cursor, _, err = value(cursorCmd); err != nil {
+	if md.Cursor, err = cursor.value(); err != nil {
 		return md, err
 	}
-	if !present {
+	if err := exists.Err(); err != nil {
+		return md, fmt.Errorf("exists %s: %w", s.syncedOnKey, err)
+	}
+	if v == "" && exists.Val() == 0 {
+		// Missing (a key created between EXISTS and GETRANGE has a value, and is read).
 		return md, nil
 	}
-	ms, err := strconv.ParseInt(synced, 10, 64)
+	ms, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || ms < 0 || ms > segments.MaxSynchronizedOn.UnixMilli() {
-		return md, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, synced)
+		return md, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, v)
 	}
 	if ms > 0 {
 		md.LastSynchronized = time.UnixMilli(ms)
@@ -133,16 +147,34 @@ func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 	return md, nil
 }
 
-// value is a GET's string, and whether the key exists.
-func value(cmd *goredis.StringCmd) (string, bool, error) {
-	v, err := cmd.Result()
-	switch {
-	case errors.Is(err, goredis.Nil):
-		return "", false, nil
-	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
-		return "", false, fmt.Errorf("%w: get %s: %w", segments.ErrInvalidMetadata, cmd.Args()[1], err)
-	case err != nil:
-		return "", false, fmt.Errorf("get %s: %w", cmd.Args()[1], err)
+// boundedRead reads a string value of at most limit bytes, in a pipeline.
+type boundedRead struct {
+	key    string
+	limit  int64
+	length *goredis.IntCmd    // STRLEN: 0 for a missing key
+	head   *goredis.StringCmd // GETRANGE of the first limit+1 bytes: "" for a missing key
+}
+
+func readBounded(ctx context.Context, pipe goredis.Pipeliner, key string, limit int64) boundedRead {
+	return boundedRead{key: key, limit: limit, length: pipe.StrLen(ctx, key), head: pipe.GetRange(ctx, key, 0, limit)}
+}
+
+// value is the value read, "" for a missing key. Whether it is too long is decided on the
+// bytes GETRANGE read, not on STRLEN, so that a value replaced between the two commands is
+// judged by what was read; STRLEN only gives the length for the error.
+func (r boundedRead) value() (string, error) {
+	for _, cmd := range []goredis.Cmder{r.length, r.head} {
+		err := cmd.Err()
+		switch {
+		case goredis.HasErrorPrefix(err, "WRONGTYPE"):
+			return "", fmt.Errorf("%w: %s %s: %w", segments.ErrInvalidMetadata, cmd.Name(), r.key, err)
+		case err != nil:
+			return "", fmt.Errorf("%s %s: %w", cmd.Name(), r.key, err)
+		}
 	}
-	return v, true, nil
+	v := r.head.Val()
+	if int64(len(v)) > r.limit {
+		return "", fmt.Errorf("%w: %s holds %d bytes, more than %d", segments.ErrInvalidMetadata, r.key, max(r.length.Val(), int64(len(v))), r.limit)
+	}
+	return v, nil
 }

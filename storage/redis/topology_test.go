@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -112,35 +113,48 @@ func TestCluster(t *testing.T) {
 					t.Errorf("one lookup took %d calls, want 1", got)
 				}
 			}
-			if md, err := store.Metadata(ctx); err != nil || md.LastSynchronized.IsZero() || md.Cursor == "" {
-				t.Errorf("metadata: %v, %v", md, err)
-			}
-			// A poll is one pipeline, to the nodes of its two keys: with a hash-tagged prefix
-			// one node, else the nodes of two slots, asked concurrently.
-			perNode := nodeCalls(t, cluster, func(c *goredis.ClusterClient) {
-				if md, err := redis.New(c, prefix).Metadata(ctx); err != nil || md.Cursor == "" {
-					t.Errorf("metadata through a new client: %v, %v", md, err)
-				}
-			})
-			slots := map[int64]bool{}
-			for _, k := range []string{store.SynchronizedOnKey(), store.CursorKey()} {
-				slots[client.ClusterKeySlot(ctx, k).Val()] = true
-			}
-			wantNodes := map[string]int{"launchdarkly": 2, "{ld}": 1}[prefix]
-			if len(slots) != wantNodes {
-				t.Errorf("the two keys are in %d slots, want %d", len(slots), wantNodes)
-			}
-			total := 0
-			for _, n := range perNode {
-				total += n
-				if n != 1 {
-					t.Errorf("a poll sent %d calls to one node, want 1: %v", n, perNode)
-				}
-			}
-			if total > wantNodes {
-				t.Errorf("a poll called %d nodes, want at most %d", total, wantNodes)
-			}
+			checkPolls(t, cluster, client, store, prefix)
 		})
+	}
+}
+
+// checkPolls reads the metadata of a cluster: one pipeline, to the nodes of its two keys, with
+// values over their bounds refused.
+func checkPolls(t *testing.T, cluster *redistest.Cluster, client *goredis.ClusterClient, store *redis.Store, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	if md, err := store.Metadata(ctx); err != nil || md.LastSynchronized.IsZero() || md.Cursor == "" {
+		t.Errorf("metadata: %v, %v", md, err)
+	}
+	// A poll is one pipeline, to the nodes of its two keys: with a hash-tagged prefix
+	// one node, else the nodes of two slots, asked concurrently.
+	perNode := nodeCalls(t, cluster, func(c *goredis.ClusterClient) {
+		if md, err := redis.New(c, prefix).Metadata(ctx); err != nil || md.Cursor == "" {
+			t.Errorf("metadata through a new client: %v, %v", md, err)
+		}
+	})
+	slots := map[int64]bool{}
+	for _, k := range []string{store.SynchronizedOnKey(), store.CursorKey()} {
+		slots[client.ClusterKeySlot(ctx, k).Val()] = true
+	}
+	wantNodes := map[string]int{"launchdarkly": 2, "{ld}": 1}[prefix]
+	if len(slots) != wantNodes {
+		t.Errorf("the two keys are in %d slots, want %d", len(slots), wantNodes)
+	}
+	total := 0
+	for _, n := range perNode {
+		total += n
+		if n != 1 {
+			t.Errorf("a poll sent %d calls to one node, want 1: %v", n, perNode)
+		}
+	}
+	if total > wantNodes {
+		t.Errorf("a poll called %d nodes, want at most %d", total, wantNodes)
+	}
+	// On a cluster too, a value beyond its bound is refused.
+	client.Set(ctx, store.CursorKey(), strings.Repeat("c", segments.MaxCursorBytes+1), 0)
+	if _, err := store.Metadata(ctx); !errors.Is(err, segments.ErrInvalidMetadata) {
+		t.Errorf("a cursor of %d bytes: %v, want ErrInvalidMetadata", segments.MaxCursorBytes+1, err)
 	}
 }
 
