@@ -21,9 +21,10 @@ func Hash(contextKey string) string {
 }
 
 // ValidateHash reports why s cannot be a context hash, or nil when it can: it must be non-empty,
-// at most MaxHashLen characters, and valid standard base64 with padding. Checking this before a
-// store read keeps callers' mistakes (a URL-safe alphabet, a missing escape) from looking like
-// "no membership".
+// at most MaxHashLen characters, and valid standard base64 with padding, in the one form an
+// encoder writes (unused bits zero: "QQ==", not "QR==", which decodes the same). Checking this
+// before a store read keeps callers' mistakes (a URL-safe alphabet, a missing escape) from
+// looking like "no membership".
 func ValidateHash(s string) error {
 	if s == "" {
 		return errors.New("context hash is empty")
@@ -37,8 +38,8 @@ func ValidateHash(s string) error {
 			return fmt.Errorf("context hash has a character outside the standard base64 alphabet at offset %d", i)
 		}
 	}
-	if _, err := base64.StdEncoding.DecodeString(s); err != nil {
-		return errors.New("context hash is not valid padded standard base64")
+	if _, err := base64.StdEncoding.Strict().DecodeString(s); err != nil {
+		return errors.New("context hash is not valid padded standard base64 (in canonical form)")
 	}
 	return nil
 }

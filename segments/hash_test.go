@@ -25,10 +25,12 @@ func TestValidateHash(t *testing.T) {
 		{Hash("alice"), true},
 		{"YWJj", true},
 		{"", false},
-		{"abc", false},                    // not padded
-		{"YW Jj", false},                  // a '+' that lost its escaping
-		{"-_-_", false},                   // URL-safe alphabet
-		{"YWJj====", false},               // padding in the wrong place
+		{"abc", false},      // not padded
+		{"YW Jj", false},    // a '+' that lost its escaping
+		{"-_-_", false},     // URL-safe alphabet
+		{"YWJj====", false}, // padding in the wrong place
+		{"QQ==", true},
+		{"QR==", false},                   // not canonical: decodes as "QQ==" does
 		{strings.Repeat("A", 132), false}, // too long
 		{strings.Repeat("A", 128), true},
 	}

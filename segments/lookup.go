@@ -172,6 +172,9 @@ func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read,
 	}
 	var err error
 	for i := range reads {
+		if reads[i].Err == nil && !reads[i].Membership.validUTF8() {
+			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
+		}
 		if reads[i].Err != nil {
 			reads[i].Err = fmt.Errorf("read membership: %w", reads[i].Err)
 			err = reads[i].Err

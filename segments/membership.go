@@ -5,6 +5,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"unicode/utf8"
 	"unique"
 )
 
@@ -102,6 +103,16 @@ func (m Membership) Len() int {
 		n++
 	}
 	return n
+}
+
+// validUTF8 reports whether every ref is valid UTF-8, as JSON answers need.
+func (m Membership) validUTF8() bool {
+	for r := range m.All() {
+		if !utf8.ValidString(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Map returns the membership as a fresh map of ref to included.

@@ -53,6 +53,28 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// A ref that is not UTF-8 cannot be answered in JSON without changing it: that context's
+// lookup fails instead, uncached, and the others in its read are answered.
+func TestRefsThatAreNotUTF8FailTheirContext(t *testing.T) {
+	s, store, _ := newTestService(t)
+	store.put("mallory", []string{"beta\xff.g1"}, nil)
+	store.put("alice", []string{"beta.g3"}, nil)
+	got := s.LookupBatch(context.Background(), []string{Hash("mallory"), Hash("alice")})
+	if !errors.Is(got[0].Err, ErrInvalidData) || got[0].Status != StoreError || got[0].Membership.Len() != 0 {
+		t.Errorf("mallory: %+v, want ErrInvalidData and STORE_ERROR", got[0])
+	}
+	if got[1].Err != nil || got[1].Membership.Len() != 1 {
+		t.Errorf("alice: %+v", got[1])
+	}
+	reads := store.reads.Load()
+	if r := s.Lookup(context.Background(), "mallory"); !errors.Is(r.Err, ErrInvalidData) {
+		t.Errorf("again: %+v", r)
+	}
+	if store.reads.Load() != reads+1 {
+		t.Error("the failed lookup was cached")
+	}
+}
+
 func TestCache(t *testing.T) {
 	ctx := context.Background()
 	t.Run("hit, then expiry after TTL", func(t *testing.T) {

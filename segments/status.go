@@ -14,6 +14,11 @@ const recoveryPollInterval = time.Second
 // not valid metadata: the store is unavailable, but reachable, so lookups still read it.
 var ErrInvalidMetadata = errors.New("invalid Big Segment metadata")
 
+// ErrInvalidData is the error of a context whose stored membership cannot be answered as it
+// is, such as a segment ref that is not UTF-8 text: the lookup fails rather than answer a
+// changed ref.
+var ErrInvalidData = errors.New("invalid Big Segment data")
+
 // LookupStatus says how far a lookup's answer can be trusted, with the values and meaning of
 // the LaunchDarkly SDKs' BigSegmentsStatus.
 type LookupStatus string
