@@ -16,7 +16,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bigseg"`)
-			refuse(w, http.StatusUnauthorized, "a valid bearer token is required")
+			refuse(w, r, http.StatusUnauthorized, "a valid bearer token is required")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -66,7 +66,7 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request) (release func(), 
 	select {
 	case sh.waiting <- struct{}{}:
 	default:
-		s.tooBusy(w)
+		s.tooBusy(w, r)
 		return nil, false
 	}
 	defer func() { <-sh.waiting }()
@@ -78,30 +78,48 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request) (release func(), 
 	case <-timer.C:
 	case <-r.Context().Done(): // the client left while waiting
 	}
-	s.tooBusy(w)
+	s.tooBusy(w, r)
 	return nil, false
 }
 
-func (s *server) tooBusy(w http.ResponseWriter) {
+func (s *server) tooBusy(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "1")
-	refuse(w, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
+	refuse(w, r, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
 }
 
 // refuse writes an error that turns a client away, and closes its connection: a client that
 // retries at once must queue for a new connection like everyone else, not keep one to itself.
-func refuse(w http.ResponseWriter, code int, msg string) {
+// A request body not yet read is cut off rather than read to its end (net/http reads up to
+// 256 KiB of it, as slowly as the client sends it, to reuse the connection).
+func refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 	writeError(w, code, msg)
 }
 
+// noBodies refuses a request body on every route but POST /memberships, before anything else
+// is done with the request: no other route reads one, and a body left unread would be read
+// by net/http after the answer, at the client's pace.
+func (s *server) noBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && (r.Method != http.MethodPost || r.URL.Path != "/memberships") {
+			refuse(w, r, http.StatusBadRequest, "this route takes no request body")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // openStream takes a status stream slot, or answers 503 with Retry-After and returns false.
-func (s *server) openStream(w http.ResponseWriter) (release func(), ok bool) {
+func (s *server) openStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	select {
 	case s.streams <- struct{}{}:
 		return func() { <-s.streams }, true
 	default:
 		w.Header().Set("Retry-After", "5")
-		refuse(w, http.StatusServiceUnavailable, "too many status streams open; retry later, or poll /status")
+		refuse(w, r, http.StatusServiceUnavailable, "too many status streams open; retry later, or poll /status")
 		return nil, false
 	}
 }

@@ -39,6 +39,8 @@ type server struct {
 	maxBodyBytes    int64
 	bodyReadTimeout time.Duration
 	maxBatchRefs    int
+	bodyMemory      int64
+	bodies          *bodyBudget
 	streams         chan struct{} // one per open status stream
 	observe         RequestObserver
 	metrics         http.Handler
@@ -75,6 +77,10 @@ func WithBodyReadTimeout(d time.Duration) Option { return func(s *server) { s.bo
 // WithMaxBatchRefs bounds the segment refs one batch answer may hold, so that a small request
 // cannot make a huge answer. Default DefaultMaxBatchRefs.
 func WithMaxBatchRefs(n int) Option { return func(s *server) { s.maxBatchRefs = n } }
+
+// WithBodyMemory bounds the memory of the batch bodies being read or answered at once (see
+// bodyBudget); it is raised to the body size limit if lower. Default DefaultBodyMemory.
+func WithBodyMemory(n int64) Option { return func(s *server) { s.bodyMemory = n } }
 
 // WithMaxStreams bounds the status streams open at once; beyond it, a stream is refused with
 // 503 and Retry-After. Default DefaultMaxStreams.
@@ -149,17 +155,19 @@ func newServer(svc *segments.Service, opts []Option) *server {
 		maxBodyBytes:    DefaultMaxBodyBytes,
 		bodyReadTimeout: DefaultBodyReadTimeout,
 		maxBatchRefs:    DefaultMaxBatchRefs,
+		bodyMemory:      DefaultBodyMemory,
 		streams:         make(chan struct{}, DefaultMaxStreams),
 		heartbeat:       DefaultHeartbeat,
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.bodies = newBodyBudget(max(s.bodyMemory, s.maxBodyBytes+1))
 	s.mux = chi.NewRouter()
 	if s.observe != nil {
 		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic
 	}
-	s.mux.Use(s.closeWhenDraining, s.recoverer, middleware.GetHead)
+	s.mux.Use(s.noBodies, s.closeWhenDraining, s.recoverer, middleware.GetHead)
 	if s.accessLog {
 		s.mux.Use(s.logAccess)
 	}
@@ -201,7 +209,7 @@ func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "context key is empty: GET /memberships/{contextKey}")
 		return
 	}
-	refuse(w, http.StatusNotFound, "no such route: see /openapi.yaml")
+	refuse(w, r, http.StatusNotFound, "no such route: see /openapi.yaml")
 }
 
 // methodNotAllowed answers a method that a route does not have: OPTIONS with 204 and the
@@ -224,7 +232,7 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	refuse(w, http.StatusMethodNotAllowed, "method "+methodLabel(r.Method)+" is not allowed here")
+	refuse(w, r, http.StatusMethodNotAllowed, "method "+methodLabel(r.Method)+" is not allowed here")
 }
 
 // closeWhenDraining asks clients to close their connections once shutdown has begun

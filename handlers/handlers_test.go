@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -245,17 +246,23 @@ func TestBatchBadRequests(t *testing.T) {
 		{"field twice", "application/json", `{"contextKeys": ["a"], "contextKeys": ["b"]}`, 400, `field "contextKeys" appears twice`},
 		{"field in another case", "application/json", `{"ContextKeys": ["a"]}`, 400, `unknown field "ContextKeys"`},
 		{"compressed body", "application/json", "gzip:{}", 415, "Content-Encoding must be identity"},
+		{"content type twice", "application/json|application/json", `{}`, 415, "given once"},
+		{"content encoding twice", "application/json", "identity,identity:{}", 415, "Content-Encoding must be identity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/memberships", strings.NewReader(tt.body))
-			if tt.contentType != "" {
-				req.Header.Set("Content-Type", tt.contentType)
+			for ct := range strings.SplitSeq(tt.contentType, "|") {
+				if ct != "" {
+					req.Header.Add("Content-Type", ct)
+				}
 			}
-			if rest, ok := strings.CutPrefix(tt.body, "gzip:"); ok {
+			if enc, rest, ok := strings.Cut(tt.body, ":"); ok && !strings.HasPrefix(enc, "{") {
 				req, _ = http.NewRequest(http.MethodPost, srv.URL+"/memberships", strings.NewReader(rest))
 				req.Header.Set("Content-Type", tt.contentType)
-				req.Header.Set("Content-Encoding", "gzip")
+				for e := range strings.SplitSeq(enc, ",") {
+					req.Header.Add("Content-Encoding", e)
+				}
 			}
 			resp, body := apitest.Do(t, nil, req)
 			msg := apitest.Decode[map[string]any](t, body)["error"]
@@ -528,5 +535,42 @@ func TestRequestLabelsAreBounded(t *testing.T) {
 	}
 	if want := map[string]bool{"/memberships/{contextKey}": true, "unmatched": true}; !maps.Equal(routes, want) {
 		t.Errorf("route labels %v, want %v", slices.Sorted(maps.Keys(routes)), slices.Sorted(maps.Keys(want)))
+	}
+}
+
+// TestRequestBodiesOnlyWhereRead: a body is refused on every route but POST /memberships, and
+// a request refused before its body was read has its connection closed at once, not read to
+// the end of a body that may never come.
+func TestRequestBodiesOnlyWhereRead(t *testing.T) {
+	srv := newServer(t, memoryStore(t, nil), handlers.WithAPITokens([]string{"s3cret"}))
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
+		{"GET", "/nowhere"}, {"DELETE", "/memberships"},
+	} {
+		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader("x"))
+		resp, body := apitest.Do(t, nil, req)
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "takes no request body") || !resp.Close {
+			t.Errorf("%s %s with a body: %d %s (close %v), want 400 and the connection closed", tt.method, tt.path, resp.StatusCode, body, resp.Close)
+		}
+	}
+	for name, headers := range map[string]string{
+		"wrong token":        "Authorization: Bearer nope\r\nContent-Type: application/json\r\n",
+		"wrong content type": "Authorization: Bearer s3cret\r\nContent-Type: text/plain\r\n",
+		"body too large":     "Authorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(headers, "Content-Length") {
+			headers += "Content-Length: 100000\r\n"
+		}
+		fmt.Fprintf(conn, "POST /memberships HTTP/1.1\r\nHost: x\r\n%s\r\n", headers) // and no body
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))                        // a hang detector
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 4") {
+			t.Errorf("%s, body never sent: %v after %q; want a 4xx and the connection closed", name, err, got)
+		}
 	}
 }

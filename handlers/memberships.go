@@ -38,8 +38,9 @@ func (s *server) lookup(w http.ResponseWriter, r *http.Request, key, hash string
 	if !ok {
 		return
 	}
-	defer release()
-	writeLookup(w, key == "", key, s.svc.LookupHash(r.Context(), hash))
+	res := s.svc.LookupHash(r.Context(), hash)
+	release() // before writing: a client that reads slowly holds no slot
+	writeLookup(w, key == "", key, res)
 }
 
 // pathKey returns the context key of the request path. chi matches on the escaped path when
@@ -122,12 +123,14 @@ type batchRequest struct {
 
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
 // then hashes), with all cache misses read in one store call. The body is read and checked
-// before the request takes a lookup slot.
+// before the request takes a lookup slot, and the slot is given back before the answer is
+// written; the body's memory (see bodyBudget) once it is.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req, code, err := s.decodeBatch(w, r)
-		if err != nil {
-			writeError(w, code, err.Error())
+		req, done, rerr := s.decodeBatch(w, r)
+		defer done()
+		if rerr != nil {
+			rerr.write(w, r)
 			return
 		}
 		hashes, err := s.batchHashes(req)
@@ -139,30 +142,35 @@ func (s *server) postMemberships() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		defer release()
 		results := s.svc.LookupBatch(r.Context(), hashes)
+		release()
 		if refs := countRefs(results); refs > s.maxBatchRefs {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(
 				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.maxBatchRefs))
 			return
 		}
-		e := newEncoder(w, http.StatusOK)
-		e.raw(`{"results":[`)
-		for i, res := range results {
-			if i > 0 {
-				e.raw(",")
-			}
-			byHash := i >= len(req.ContextKeys)
-			key := ""
-			if !byHash {
-				key = req.ContextKeys[i]
-			}
-			e.result(byHash, key, res)
-			e.flushIfFull()
-		}
-		e.raw("]}")
-		e.close()
+		writeBatch(w, req, results)
 	}
+}
+
+// writeBatch writes a batch's answer, streamed: its memory is bounded whatever its size.
+func writeBatch(w http.ResponseWriter, req batchRequest, results []segments.Answer) {
+	e := newEncoder(w, http.StatusOK)
+	e.raw(`{"results":[`)
+	for i, res := range results {
+		if i > 0 {
+			e.raw(",")
+		}
+		byHash := i >= len(req.ContextKeys)
+		key := ""
+		if !byHash {
+			key = req.ContextKeys[i]
+		}
+		e.result(byHash, key, res)
+		e.flushIfFull()
+	}
+	e.raw("]}")
+	e.close()
 }
 
 // batchHashes checks a batch's keys and hashes and returns the hashes to look up, keys first.
@@ -191,33 +199,71 @@ func countRefs(results []segments.Answer) int {
 	return n
 }
 
-// decodeBatch reads and checks a batch request, returning the status code for its error. The
-// body must arrive within the body read timeout, whatever the server's own timeouts are.
-func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (batchRequest, int, error) {
-	var req batchRequest
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return req, http.StatusUnsupportedMediaType, errors.New("Content-Encoding must be identity: compressed bodies are not accepted")
+// requestError is a request refused before its lookups: its status code and message, and
+// whether its body was left unread (then its connection is closed, not drained).
+type requestError struct {
+	code   int
+	msg    string
+	unread bool
+}
+
+func (e *requestError) write(w http.ResponseWriter, r *http.Request) {
+	if !e.unread {
+		writeError(w, e.code, e.msg)
+		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return req, http.StatusUnsupportedMediaType, errors.New("Content-Type must be application/json")
+	if e.code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
+	refuse(w, r, e.code, e.msg)
+}
+
+// decodeBatch reads and checks a batch request. The body must arrive within the body read
+// timeout, whatever the server's own timeouts are, and get memory from the body budget. Call
+// done once the request is answered: it gives the body's memory back.
+func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchRequest, done func(), rerr *requestError) {
+	done = func() {}
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 1 || len(ce) == 1 && !strings.EqualFold(ce[0], "identity") {
+		return req, done, &requestError{http.StatusUnsupportedMediaType, "Content-Encoding must be identity: compressed bodies are not accepted", true}
+	}
+	ct := r.Header.Values("Content-Type")
+	if mt, _, err := mime.ParseMediaType(strings.Join(ct, ",")); err != nil || len(ct) != 1 || mt != "application/json" {
+		return req, done, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json, given once", true}
+	}
+	body, done, err := s.bodies.read(w, r, s.maxBodyBytes, time.Now().Add(s.bodyReadTimeout))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes", s.maxBodyBytes)
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return req, http.StatusRequestTimeout, fmt.Errorf("request body did not arrive within %v", s.bodyReadTimeout)
-		}
-		return req, http.StatusBadRequest, errors.New("request body could not be read")
+		return req, done, s.bodyError(err)
 	}
 	if err := strictjson.CheckText(body); err != nil {
-		return req, http.StatusBadRequest, fmt.Errorf("request body is not valid UTF-8 text: %v", err)
+		return req, done, &requestError{code: http.StatusBadRequest, msg: fmt.Sprintf("request body is not valid UTF-8 text: %v", err)}
 	}
+	if req, err = s.parseBatch(body); err != nil {
+		return req, done, &requestError{code: http.StatusBadRequest, msg: err.Error()}
+	}
+	return req, done, nil
+}
+
+// bodyError is the requestError of a body that could not be read.
+func (s *server) bodyError(err error) *requestError {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.maxBodyBytes), true}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &requestError{http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", s.bodyReadTimeout), true}
+	case errors.Is(err, errBodyCut):
+		return &requestError{http.StatusRequestTimeout, err.Error(), true}
+	case errors.Is(err, errNoBodyMemory):
+		return &requestError{http.StatusTooManyRequests, err.Error(), true}
+	}
+	return &requestError{http.StatusBadRequest, "request body could not be read", true}
+}
+
+// parseBatch parses a batch body: one JSON object with contextKeys and/or contextHashes.
+func (s *server) parseBatch(body []byte) (batchRequest, error) {
+	var req batchRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
-	err = strictjson.Object(dec, func(name string) error {
+	err := strictjson.Object(dec, func(name string) error {
 		switch name {
 		case "contextKeys":
 			return decodeStrings(dec, name, &req.ContextKeys)
@@ -227,15 +273,15 @@ func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (batchReque
 		return fmt.Errorf("unknown field %q: want contextKeys and/or contextHashes", name)
 	})
 	if err != nil {
-		return req, http.StatusBadRequest, jsonError(err)
+		return req, jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return req, http.StatusBadRequest, errors.New("request body holds more than one JSON value")
+		return req, errors.New("request body holds more than one JSON value")
 	}
 	if n := len(req.ContextKeys) + len(req.ContextHashes); n > s.maxBatch {
-		return req, http.StatusBadRequest, fmt.Errorf("batch of %d lookups is over the limit of %d", n, s.maxBatch)
+		return req, fmt.Errorf("batch of %d lookups is over the limit of %d", n, s.maxBatch)
 	}
-	return req, 0, nil
+	return req, nil
 }
 
 // errNotStrings is the error of a batch field that is not an array of strings.

@@ -69,7 +69,7 @@ func (s *server) getStatusStream() http.HandlerFunc {
 		if r.Method == http.MethodHead {
 			return
 		}
-		release, ok := s.openStream(w)
+		release, ok := s.openStream(w, r)
 		if !ok {
 			return
 		}

@@ -271,10 +271,15 @@ func TestStatusStream(t *testing.T) {
 		t.Fatalf("after the store went down: %+v", st)
 	}
 	close(stop)
-	select {
-	case <-e.closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("stream still open 10s after stop")
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case <-e.data: // heartbeats sent before the stop
+		case <-e.closed:
+			return
+		case <-timeout:
+			t.Fatal("stream still open 10s after stop")
+		}
 	}
 }
 

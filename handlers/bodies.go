@@ -1,0 +1,231 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults for request bodies.
+const (
+	// DefaultBodyMemory bounds the memory of the batch bodies being read or used at once.
+	DefaultBodyMemory = 64 << 20
+	// bodyChunk is the least memory a body reserves at a time as it arrives.
+	bodyChunk = 32 << 10
+	// freeBodyBytes is how much of each body needs no reservation: a connection's own share,
+	// like its buffers, so that small batches never wait for memory.
+	freeBodyBytes = 4 << 10
+	// cutGrace is how long a body read is left alone before it may be cut to make room.
+	cutGrace = 100 * time.Millisecond
+)
+
+var (
+	// errNoBodyMemory is the error of a body that got no memory before its read deadline.
+	errNoBodyMemory = errors.New("too many request bodies in flight; retry shortly")
+	// errBodyCut is the error of a body read cut off to make room for others.
+	errBodyCut = errors.New("request body was cut off: it arrived too slowly while others waited")
+)
+
+// bodyBudget bounds the memory that batch bodies take while they are read and used, whatever
+// the number of clients sending them. Beyond its first freeBodyBytes, a body reserves memory
+// as its bytes arrive, against one budget, and gives it back once its request is answered.
+// Reads that wait for memory are served in order; while any waits, the read in progress that
+// has had its memory longest (at least cutGrace), and is not itself waiting, is cut off (its
+// connection's read deadline moves to now) to make room. So clients that send part of a body
+// and stall, or send it slowly, cannot keep the others waiting for long.
+type bodyBudget struct {
+	mu      sync.Mutex
+	free    int64
+	changed chan struct{} // closed and replaced whenever memory is given back or a read ends
+	reading []*bodyRead   // reads in progress, oldest first
+	waiting []*bodyRead   // reads waiting for memory, first come first
+	cutHeld int64         // memory of reads cut, not yet given back
+}
+
+// bodyRead is one body being read.
+type bodyRead struct {
+	since  time.Time // when it started, or last got memory it waited for
+	held   int64     // memory reserved
+	cut    func()    // ends the read at once
+	wasCut bool
+	waits  bool  // in bodyBudget.waiting
+	needs  int64 // the memory it waits for
+}
+
+func newBodyBudget(bytes int64) *bodyBudget {
+	return &bodyBudget{free: bytes, changed: make(chan struct{})}
+}
+
+// read reads r's body, at most limit bytes, until deadline, reserving memory as it arrives.
+// Call release once the body, and what was decoded from it, is no longer needed; it gives
+// the memory back (it is never nil). Errors are those of the body's reader, errNoBodyMemory
+// and errBodyCut.
+func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time) (body []byte, release func(), err error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline)
+	rd := &bodyRead{since: time.Now(), cut: func() { _ = rc.SetReadDeadline(time.Now()) }}
+	b.mu.Lock()
+	b.reading = append(b.reading, rd)
+	b.mu.Unlock()
+	release = func() { b.giveBack(rd) }
+
+	body, err = b.fill(r, rd, http.MaxBytesReader(w, r.Body, limit), limit, deadline)
+	if b.doneReading(rd) {
+		// Cut, perhaps just as the body ended: the connection may already have seen the
+		// deadline, and canceled the request's context.
+		err = errBodyCut
+	}
+	return body, release, err
+}
+
+// fill reads src to its end into a buffer that grows, by doubling, as bytes arrive.
+func (b *bodyBudget) fill(r *http.Request, rd *bodyRead, src io.Reader, limit int64, deadline time.Time) ([]byte, error) {
+	var body []byte
+	for {
+		if len(body) == cap(body) {
+			size := min(max(2*int64(cap(body)), bodyChunk), limit+1) // +1: to see the end
+			if cap(body) == 0 && r.ContentLength >= 0 {
+				size = min(r.ContentLength+1, size)
+			}
+			if err := b.reserve(r.Context(), rd, max(size-freeBodyBytes, 0)-rd.held, deadline); err != nil {
+				return nil, err
+			}
+			grown := make([]byte, len(body), size)
+			copy(grown, body)
+			body = grown
+		}
+		n, err := src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if errors.Is(err, io.EOF) {
+			return body, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// reserve reserves n more bytes for rd, waiting its turn, and for memory, until deadline.
+func (b *bodyBudget) reserve(ctx context.Context, rd *bodyRead, n int64, deadline time.Time) (err error) {
+	if n <= 0 {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			b.mu.Lock()
+			b.stopWaiting(rd)
+			b.mu.Unlock()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if rd.wasCut { // while it waited here for memory
+			b.mu.Unlock()
+			return errBodyCut
+		}
+		if b.free >= n && (len(b.waiting) == 0 || b.waiting[0] == rd) {
+			b.free -= n
+			rd.held += n
+			if rd.waits {
+				rd.since = time.Now() // its grace starts over
+				b.stopWaiting(rd)
+			}
+			b.mu.Unlock()
+			return nil
+		}
+		if !rd.waits {
+			rd.waits, rd.needs = true, n
+			b.waiting = append(b.waiting, rd)
+		}
+		wait := min(time.Until(deadline), b.makeRoom())
+		changed := b.changed
+		b.mu.Unlock()
+		if wait <= 0 {
+			return errNoBodyMemory
+		}
+		if err := sleep(ctx, wait, changed); err != nil {
+			return err
+		}
+	}
+}
+
+// makeRoom cuts the read in progress that got its memory longest ago, and is not waiting for
+// more, if that was at least cutGrace ago and the reads cut already do not free enough for
+// the first in line; it returns how long until the read may be cut otherwise. b.mu is held.
+func (b *bodyBudget) makeRoom() time.Duration {
+	if b.free+b.cutHeld >= b.waiting[0].needs {
+		return time.Hour // until the memory comes back
+	}
+	var victim *bodyRead
+	for _, o := range b.reading {
+		if !o.waits && !o.wasCut && (victim == nil || o.since.Before(victim.since)) {
+			victim = o
+		}
+	}
+	if victim == nil {
+		return time.Hour
+	}
+	if age := time.Since(victim.since); age < cutGrace {
+		return cutGrace - age
+	}
+	victim.wasCut = true
+	victim.cut() // under b.mu: once doneReading returns, no cut can follow
+	b.cutHeld += victim.held
+	return time.Hour
+}
+
+// sleep waits for d, changed to close, or ctx to end (its error).
+func sleep(ctx context.Context, d time.Duration, changed <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-changed:
+	case <-t.C:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// stopWaiting takes rd out of the waiting line, and lets the next one look. b.mu is held.
+func (b *bodyBudget) stopWaiting(rd *bodyRead) {
+	if !rd.waits {
+		return
+	}
+	rd.waits = false
+	b.waiting = slices.DeleteFunc(b.waiting, func(o *bodyRead) bool { return o == rd })
+	b.wake()
+}
+
+// doneReading takes rd off the reads in progress, so that it can no longer be cut, and says
+// whether it was.
+func (b *bodyBudget) doneReading(rd *bodyRead) (wasCut bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reading = slices.DeleteFunc(b.reading, func(o *bodyRead) bool { return o == rd })
+	b.wake()
+	return rd.wasCut
+}
+
+// giveBack returns rd's memory to the budget.
+func (b *bodyBudget) giveBack(rd *bodyRead) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.free += rd.held
+	if rd.wasCut {
+		b.cutHeld -= rd.held
+	}
+	rd.held = 0
+	b.wake()
+}
+
+// wake tells waiters that memory was given back, or a read ended or stopped waiting; b.mu is
+// held.
+func (b *bodyBudget) wake() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
