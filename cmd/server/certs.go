@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 )
@@ -96,7 +95,7 @@ func (c *certs) read() ([3][]byte, error) {
 		if path == "" {
 			continue
 		}
-		b, err := os.ReadFile(path)
+		b, err := readSettingFile(path)
 		if err != nil {
 			return files, fmt.Errorf("TLS files: %w", err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,7 @@ type config struct {
 	MaxBatchRefs               int           `envconfig:"MAX_BATCH_REFS" default:"100000" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
 	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
 	BodyReadTimeout            time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"2s" desc:"how long a client may take to send a request body (408 beyond)"`
+	BodyMemoryBytes            int64         `envconfig:"BODY_MEMORY_BYTES" default:"67108864" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
 	PprofAddr                  string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
@@ -76,7 +78,7 @@ type config struct {
 	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" default:"15s" desc:"how long a client may take to send a whole request"`
 	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" default:"15s" desc:"how long writing a response may take (status streams excepted)"`
 	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" default:"2m" desc:"how long an idle keep-alive connection stays open"`
-	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" default:"65536" desc:"largest request header accepted (431 beyond)"`
+	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" default:"16384" desc:"largest request header accepted (431 beyond)"`
 	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it)"`
 	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
@@ -155,6 +157,7 @@ func (c config) validate() error {
 		{"MAX_BATCH_REFS", c.MaxBatchRefs <= 0, "must be positive"},
 		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
+		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, "must be at least BIGSEG_MAX_BODY_BYTES"},
 		{"MAX_INFLIGHT", c.MaxInflight < 0, "must not be negative"},
 		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
@@ -247,7 +250,7 @@ func (c config) apiTokens() ([]string, error) {
 		}
 		return out, nil
 	}
-	b, err := os.ReadFile(c.APITokensFile)
+	b, err := readSettingFile(c.APITokensFile)
 	if err != nil {
 		return nil, fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err)
 	}
@@ -261,4 +264,39 @@ func (c config) apiTokens() ([]string, error) {
 		return nil, errors.New("BIGSEG_API_TOKENS_FILE: no token in it")
 	}
 	return out, nil
+}
+
+// maxSettingFileBytes bounds the files that settings name (tokens, secrets, certificates):
+// far larger than any real one, so that naming the wrong file (a log, /dev/zero) is an error
+// at once rather than memory spent without bound.
+const maxSettingFileBytes = 1 << 20
+
+// readSettingFile reads a file that a setting names, up to maxSettingFileBytes.
+func readSettingFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSettingFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSettingFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes: not a setting file", path, maxSettingFileBytes)
+	}
+	return b, nil
+}
+
+// loadKeyPair is tls.LoadX509KeyPair with readSettingFile.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := readSettingFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := readSettingFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
 }

@@ -67,7 +67,7 @@ func selfCheck(cfg config) (string, *http.Client, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // our own process, on this host
 	if cfg.TLSClientCAFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		cert, err := loadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
 			return "", nil, fmt.Errorf("healthcheck: %w", err)
 		}

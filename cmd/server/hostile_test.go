@@ -29,6 +29,8 @@ const (
 	hostileMaxStreams   = 50
 	hostileMaxInflight  = 16
 	hostileMaxBodyBytes = 64 << 10
+	hostileBodyMemory   = 4 * hostileMaxBodyBytes
+	hostileHeaderBytes  = 16 << 10
 	hostileBigRefs      = 5000 // refs of the context the amplifying batches ask for
 )
 
@@ -48,6 +50,7 @@ func TestHostileClients(t *testing.T) {
 		"BIGSEG_MAX_INFLIGHT": strconv.Itoa(hostileMaxInflight), "BIGSEG_SHED_WAIT": "100ms",
 		"BIGSEG_MAX_BODY_BYTES": strconv.Itoa(hostileMaxBodyBytes), "BIGSEG_BODY_READ_TIMEOUT": "1s",
 		"BIGSEG_READ_HEADER_TIMEOUT": "2s", "BIGSEG_MAX_BATCH_REFS": "20000",
+		"BIGSEG_BODY_MEMORY_BYTES": strconv.Itoa(hostileBodyMemory), "BIGSEG_MAX_HEADER_BYTES": strconv.Itoa(hostileHeaderBytes),
 	})
 	addr := strings.TrimPrefix(p.URL, "http://")
 	good := newGoodClient(p.URL)
@@ -68,6 +71,10 @@ func TestHostileClients(t *testing.T) {
 	attack(500, holdStream)
 	attack(8, amplifyingBatches)
 	attack(1000, silentConnection)
+	attack(50, trickledGetBody)
+	attack(50, stalledBigBody)
+	attack(20, unreadAnswers)
+	attack(100, headerFlood)
 
 	var peak holdings
 	var peakGoroutines float64
@@ -87,13 +94,14 @@ func TestHostileClients(t *testing.T) {
 		t.Errorf("the well-behaved client retried %d of %d lookups on a closed connection", good.retried.Load(), good.ok.Load())
 	}
 	// Bounds that follow from the settings: per connection a goroutine for it and one reading
-	// ahead, its buffers and an fd; per running or waiting request its body and answer buffers;
-	// and a margin for the runtime, the poller and the listeners.
+	// ahead, an fd, its buffers (8 KiB) and header (up to 4x the limit as it is parsed); bodies
+	// (twice their budget: a body's buffer is copied as it grows); per running request its
+	// answer's buffer; and a margin for the runtime, the poller and the listeners.
 	maxGoroutines := goroutinesBefore + 2*hostileMaxConns + 50
 	maxFDs := before.fds + hostileMaxConns + 20
-	maxRSS := before.rssBytes + hostileMaxConns*(64<<10) + 2*hostileMaxInflight*(2*hostileMaxBodyBytes+64<<10) + 64<<20
-	t.Logf("before: %v, %v goroutines; peak under attack: %v, %v goroutines; the good client: %d lookups, %d retried",
-		before, goroutinesBefore, peak, peakGoroutines, good.ok.Load(), good.retried.Load())
+	maxRSS := before.rssBytes + hostileMaxConns*(8<<10+4*hostileHeaderBytes) + 2*hostileBodyMemory + 2*hostileMaxInflight*(64<<10) + 64<<20
+	t.Logf("before: %v, %v goroutines; peak under attack: %v, %v goroutines; the good client: %d lookups, %d retried, slowest request %v",
+		before, goroutinesBefore, peak, peakGoroutines, good.ok.Load(), good.retried.Load(), time.Duration(good.slowest.Load()))
 	if peakGoroutines > maxGoroutines {
 		t.Errorf("%v goroutines at the peak, over the bound of %v", peakGoroutines, maxGoroutines)
 	}
@@ -142,6 +150,7 @@ type goodClient struct {
 	retried atomic.Int64
 	failed  atomic.Int64
 	failure atomic.Value
+	slowest atomic.Int64 // nanoseconds of the slowest request, retries included
 }
 
 func newGoodClient(base string) *goodClient {
@@ -150,6 +159,14 @@ func newGoodClient(base string) *goodClient {
 
 // do sends a request made by newReq, retrying once on a connection error.
 func (g *goodClient) do(newReq func() *http.Request) (*http.Response, error) {
+	start := time.Now()
+	defer func() {
+		for d := int64(time.Since(start)); ; {
+			if old := g.slowest.Load(); d <= old || g.slowest.CompareAndSwap(old, d) {
+				return
+			}
+		}
+	}()
 	resp, err := g.client.Do(newReq())
 	if err != nil {
 		g.retried.Add(1)
@@ -254,29 +271,8 @@ func madeUpMethods(ctx context.Context, addr string) {
 
 // slowBody sends a batch's headers and then its body a byte every 100ms, over and over.
 func slowBody(ctx context.Context, addr string) {
-	for ctx.Err() == nil {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			continue
-		}
-		fmt.Fprintf(conn, "POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hostileMaxBodyBytes)
-		closed := make(chan struct{})
-		go func() { io.Copy(io.Discard, conn); close(closed) }()
-		tick := time.NewTicker(100 * time.Millisecond)
-	trickle:
-		for {
-			select {
-			case <-ctx.Done():
-				break trickle
-			case <-closed:
-				break trickle
-			case <-tick.C:
-				conn.Write([]byte(" "))
-			}
-		}
-		tick.Stop()
-		conn.Close()
-	}
+	head := fmt.Sprintf("POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hostileMaxBodyBytes)
+	trickle(ctx, addr, head, " ")
 }
 
 // holdStream opens a status stream and never reads it; refused, it asks again on the same
@@ -345,5 +341,105 @@ func silentConnection(ctx context.Context, addr string) {
 		conn.SetReadDeadline(time.Now().Add(time.Second))
 		conn.Read(buf) // until the server closes it, or a second
 		conn.Close()
+	}
+}
+
+// trickledGetBody sends a lookup with a body, a byte every 100ms: refused at once (no route but
+// POST /memberships reads a body), its connection closed, it connects again.
+func trickledGetBody(ctx context.Context, addr string) {
+	trickle(ctx, addr, "GET /memberships/alice HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", " ")
+}
+
+// stalledBigBody sends all but the last byte of the largest batch body allowed, and stalls.
+func stalledBigBody(ctx context.Context, addr string) {
+	head := fmt.Sprintf("POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", hostileMaxBodyBytes)
+	trickle(ctx, addr, head+strings.Repeat(" ", hostileMaxBodyBytes-2), "")
+}
+
+// headerFlood sends most of the largest header allowed, and stalls.
+func headerFlood(ctx context.Context, addr string) {
+	trickle(ctx, addr, "GET /memberships/alice HTTP/1.1\r\nHost: x\r\nX-Pad: "+strings.Repeat("p", hostileHeaderBytes-100), "")
+}
+
+// trickle connects, sends first, then every 100ms sends more (if any), until the server
+// closes the connection; over and over.
+func trickle(ctx context.Context, addr, first, more string) {
+	for ctx.Err() == nil {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		closed := make(chan struct{})
+		go func() { io.Copy(io.Discard, conn); close(closed) }()
+		conn.Write([]byte(first))
+		tick := time.NewTicker(100 * time.Millisecond)
+	send:
+		for {
+			select {
+			case <-ctx.Done():
+				break send
+			case <-closed:
+				break send
+			case <-tick.C:
+				if more != "" {
+					conn.Write([]byte(more))
+				}
+			}
+		}
+		tick.Stop()
+		conn.Close()
+	}
+}
+
+// unreadAnswers pipelines batches with large answers and never reads them.
+func unreadAnswers(ctx context.Context, addr string) {
+	keys := make([]string, 3)
+	for i := range keys {
+		keys[i] = "huge"
+	}
+	body, _ := json.Marshal(map[string][]string{"contextKeys": keys})
+	req := fmt.Sprintf("POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	trickle(ctx, addr, strings.Repeat(req, 50), "")
+}
+
+// TestSideListenerIsBounded floods the metrics listener with connections that send nothing
+// or half a header, and holds them: it keeps at most sideConns open, and still answers a
+// probe.
+func TestSideListenerIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test: not in -short runs")
+	}
+	p := startProcess(t, map[string]string{"BIGSEG_METRICS_ADDR": "127.0.0.1:0"})
+	addr := p.logs.wait(t, "side listener")["addr"].(string)
+	before := p.holdings(t)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range 4 * sideConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if i%2 == 0 {
+			fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: %s", strings.Repeat("p", 4000))
+		}
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for range 5 {
+		resp, err := client.Get("http://" + addr + "/livez")
+		if err != nil {
+			t.Fatalf("a probe of the flooded metrics listener: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a probe of the flooded metrics listener: %s", resp.Status)
+		}
+	}
+	if h := p.holdings(t); h.fds > before.fds+sideConns+10 {
+		t.Errorf("%d fds with %d connections to the metrics listener (%d before), over %d", h.fds, len(conns), before.fds, before.fds+sideConns+10)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -156,7 +155,7 @@ func (c config) redisTLSConfig(serverName string) (*tls.Config, error) {
 		tc.ServerName = c.RedisTLSServerName
 	}
 	if c.RedisTLSCAFile != "" {
-		pem, err := os.ReadFile(c.RedisTLSCAFile)
+		pem, err := readSettingFile(c.RedisTLSCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE: %w", err)
 		}
@@ -166,7 +165,7 @@ func (c config) redisTLSConfig(serverName string) (*tls.Config, error) {
 		}
 	}
 	if c.RedisTLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
+		cert, err := loadKeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CERT_FILE/KEY_FILE: %w", err)
 		}
@@ -181,7 +180,7 @@ func secret(value, file, fileVar string) (string, error) {
 	if file == "" {
 		return value, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := readSettingFile(file)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", fileVar, err)
 	}

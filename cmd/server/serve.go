@@ -130,12 +130,12 @@ func (a *app) listen(metricsHandler http.Handler) error {
 		if a.cfg.MetricsTLS {
 			tc = a.certs.serverConfig()
 		}
-		if err := a.side("metrics", a.cfg.MetricsAddr, ops, tc); err != nil {
+		if err := a.side("metrics", a.cfg.MetricsAddr, ops, tc, 30*time.Second); err != nil {
 			return err
 		}
 	}
 	if a.cfg.PprofAddr != "" {
-		return a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil)
+		return a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil, 2*time.Minute)
 	}
 	return nil
 }
@@ -157,6 +157,7 @@ func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Han
 		handlers.WithMaxBatchRefs(a.cfg.MaxBatchRefs),
 		handlers.WithMaxBodyBytes(a.cfg.MaxBodyBytes),
 		handlers.WithBodyReadTimeout(a.cfg.BodyReadTimeout),
+		handlers.WithBodyMemory(a.cfg.BodyMemoryBytes),
 		handlers.WithMaxStreams(a.cfg.MaxStreams),
 		handlers.WithRequestObserver(m.ObserveRequest),
 		handlers.WithMetrics(metricsHandler),
@@ -249,6 +250,8 @@ wait:
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := a.srv.Shutdown(ctx); err != nil {
+		a.srv.Close() // requests still running past the timeout: cut them
+		<-serveErr
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
@@ -354,15 +357,22 @@ type sideServer struct {
 	done chan struct{} // closed once Serve has returned; nil if never started
 }
 
+// sideConns bounds the connections of each side listener: scrapers, probes and profilers
+// need few.
+const sideConns = 64
+
 // side opens a side listener, with TLS when tc is set; run starts it. It answers little and
-// quickly, so short timeouts bound what a client can hold there.
-func (a *app) side(name, addr string, h http.Handler, tc *tls.Config) error {
+// to few clients, so a connection limit and short timeouts bound what clients can hold
+// there; writes may take as long as a profile (pprof's default 30 s, up to writeTimeout).
+func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeout time.Duration) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", name, err)
 	}
-	a.sides = append(a.sides, &sideServer{name: name, ln: ln, srv: &http.Server{Handler: h, TLSConfig: tc,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+	limited := newConnLimit(ln, sideConns)
+	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
 	return nil
 }
