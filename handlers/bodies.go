@@ -60,11 +60,12 @@ func newBodyBudget(bytes int64) *bodyBudget {
 	return &bodyBudget{free: bytes, changed: make(chan struct{})}
 }
 
-// read reads r's body, at most limit bytes, until deadline, reserving memory as it arrives.
-// Call release once the body, and what was decoded from it, is no longer needed; it gives
-// the memory back (it is never nil). Errors are those of the body's reader, errNoBodyMemory
-// and errBodyCut.
-func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time) (body []byte, release func(), err error) {
+// read reads r's body, at most limit bytes, until deadline, reserving memory as it arrives,
+// and then the memory that decoding and answering it will take: uses(body) bytes. Call
+// release once the body, and what was decoded from it, is no longer needed; it gives the
+// memory back (it is never nil). Errors are those of the body's reader, errNoBodyMemory and
+// errBodyCut.
+func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(body []byte) int64) (body []byte, release func(), err error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline)
 	rd := &bodyRead{since: time.Now(), cut: func() { _ = rc.SetReadDeadline(time.Now()) }}
@@ -79,7 +80,14 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, d
 		// deadline, and canceled the request's context.
 		err = errBodyCut
 	}
-	return body, release, err
+	if err != nil {
+		return nil, release, err
+	}
+	all := int64(cap(body)) + uses(body)
+	if err := b.reserve(r.Context(), rd, max(all-freeBodyBytes, 0)-rd.held, deadline); err != nil {
+		return nil, release, err
+	}
+	return body, release, nil
 }
 
 // fill reads src to its end into a buffer that grows, by doubling, as bytes arrive.

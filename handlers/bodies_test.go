@@ -122,7 +122,7 @@ func TestBodyBudgetWaitersAreNotCut(t *testing.T) {
 // body: a client that sends most of its body and stalls is cut off (408) when another's body
 // needs the memory, and the other is answered.
 func TestStalledBodyIsCutForAnother(t *testing.T) {
-	s := newServer(segments.New(emptyStore{}), []Option{WithMaxBodyBytes(40_000), WithBodyMemory(64 << 10)})
+	s := newServer(segments.New(emptyStore{}), []Option{WithMaxBodyBytes(40_000), WithMaxBatch(10), WithBodyMemory(100_000)})
 	s.routes(s.mux)
 	srv := httptest.NewServer(s.mux)
 	defer srv.Close()
@@ -214,5 +214,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 10s for %s", what)
 		}
 		time.Sleep(time.Millisecond) // polling a condition
+	}
+}
+
+// TestBatchHoldsMemoryForItsLookups: a batch of many small keys holds memory from the body
+// budget, for its body and its lookups, until it is answered.
+func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
+	s := newServer(segments.New(emptyStore{}), []Option{WithBodyMemory(DefaultBodyMemory)})
+	s.routes(s.mux)
+	body := `{"contextKeys":["k"` + strings.Repeat(`,"k"`, 999) + `]}`
+	req := httptest.NewRequest(http.MethodPost, "/memberships", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	stuck := &stuckWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() { s.mux.ServeHTTP(stuck, req); close(done) }()
+	<-stuck.writing
+	s.bodies.mu.Lock()
+	held := DefaultBodyMemory - s.bodies.free
+	s.bodies.mu.Unlock()
+	close(stuck.release)
+	<-done
+	if want := int64(1000 * lookupBytes); held < want {
+		t.Errorf("a batch of 1,000 keys holds %d bytes while it is answered, want at least %d", held, want)
+	}
+	if s.bodies.free != DefaultBodyMemory || stuck.Code != http.StatusOK {
+		t.Errorf("after the answer (%d): %d bytes free, want all %d", stuck.Code, s.bodies.free, DefaultBodyMemory)
 	}
 }

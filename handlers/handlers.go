@@ -79,7 +79,7 @@ func WithBodyReadTimeout(d time.Duration) Option { return func(s *server) { s.bo
 func WithMaxBatchRefs(n int) Option { return func(s *server) { s.maxBatchRefs = n } }
 
 // WithBodyMemory bounds the memory of the batch bodies being read or answered at once (see
-// bodyBudget); it is raised to the body size limit if lower. Default DefaultBodyMemory.
+// bodyBudget), raised to what the largest batch needs if lower. Default DefaultBodyMemory.
 func WithBodyMemory(n int64) Option { return func(s *server) { s.bodyMemory = n } }
 
 // WithMaxStreams bounds the status streams open at once; beyond it, a stream is refused with
@@ -162,7 +162,8 @@ func newServer(svc *segments.Service, opts []Option) *server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.bodies = newBodyBudget(max(s.bodyMemory, s.maxBodyBytes+1))
+	// Room for the largest batch at least: its body, and what decoding and answering it uses.
+	s.bodies = newBodyBudget(max(s.bodyMemory, s.maxBodyBytes+1+s.maxBodyBytes+lookupBytes*int64(s.maxBatch)))
 	s.mux = chi.NewRouter()
 	if s.observe != nil {
 		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic

@@ -230,7 +230,7 @@ func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchR
 	if mt, _, err := mime.ParseMediaType(strings.Join(ct, ",")); err != nil || len(ct) != 1 || mt != "application/json" {
 		return req, done, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json, given once", true}
 	}
-	body, done, err := s.bodies.read(w, r, s.maxBodyBytes, time.Now().Add(s.bodyReadTimeout))
+	body, done, err := s.bodies.read(w, r, s.maxBodyBytes, time.Now().Add(s.bodyReadTimeout), s.batchUses)
 	if err != nil {
 		return req, done, s.bodyError(err)
 	}
@@ -241,6 +241,18 @@ func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchR
 		return req, done, &requestError{code: http.StatusBadRequest, msg: err.Error()}
 	}
 	return req, done, nil
+}
+
+// lookupBytes is about what each lookup of a batch takes in memory while it is looked up and
+// answered, beyond its key's bytes: its hash, its answer, and their share of the lookup's
+// bookkeeping.
+const lookupBytes = 256
+
+// batchUses is what decoding and answering body may take in memory: a copy of each key, and
+// lookupBytes per lookup (as many as the body could hold, within the batch limit: each takes
+// at least three bytes, `"",`).
+func (s *server) batchUses(body []byte) int64 {
+	return int64(len(body)) + lookupBytes*int64(min(len(body)/3+1, s.maxBatch))
 }
 
 // bodyError is the requestError of a body that could not be read.

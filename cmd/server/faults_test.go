@@ -266,6 +266,21 @@ func TestSlowClientsAndBigHeaders(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("8 KiB header with a 4 KiB limit: %d", resp.StatusCode)
 	}
+	// Malformed request lines are refused by Go's server, in plain text.
+	for _, line := range []string{"GET /memberships/%zz HTTP/1.1", "GET /memberships/a b HTTP/1.1", "GET /livez HTTP/9.9"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, line+"\r\nHost: x\r\n\r\n")
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, _ := io.ReadAll(conn)
+		conn.Close()
+		if !strings.HasPrefix(string(got), "HTTP/1.1 400 ") && !strings.HasPrefix(string(got), "HTTP/1.1 505 ") ||
+			!strings.Contains(string(got), "Connection: close") {
+			t.Errorf("%q: %q, want a 400 (505 for the version) and the connection closed", line, got)
+		}
+	}
 	// The server still serves.
 	if a := ask(http.DefaultClient, srv.URL+"/memberships/alice"); a.code != 200 {
 		t.Errorf("after the bad clients: %+v", a)

@@ -93,13 +93,13 @@ func TestHostileClients(t *testing.T) {
 	if good.retried.Load() > good.ok.Load()/10 {
 		t.Errorf("the well-behaved client retried %d of %d lookups on a closed connection", good.retried.Load(), good.ok.Load())
 	}
-	// Bounds that follow from the settings: per connection a goroutine for it and one reading
-	// ahead, an fd, its buffers (8 KiB) and header (up to 4x the limit as it is parsed); bodies
-	// (twice their budget: a body's buffer is copied as it grows); per running request its
-	// answer's buffer; and a margin for the runtime, the poller and the listeners.
+	// The bounds of the README's Security section: per connection a goroutine for it and one
+	// reading ahead, an fd, 44 KiB (buffers, the first 4 KiB of a body, an answer's buffer) and
+	// its header (up to 4x the limit while it is parsed); bodies (twice their budget: a body's
+	// buffer is copied as it grows); and a margin for the runtime, the poller and the listeners.
 	maxGoroutines := goroutinesBefore + 2*hostileMaxConns + 50
 	maxFDs := before.fds + hostileMaxConns + 20
-	maxRSS := before.rssBytes + hostileMaxConns*(8<<10+4*hostileHeaderBytes) + 2*hostileBodyMemory + 2*hostileMaxInflight*(64<<10) + 64<<20
+	maxRSS := before.rssBytes + hostileMaxConns*(44<<10+4*hostileHeaderBytes) + 2*hostileBodyMemory + 64<<20
 	t.Logf("before: %v, %v goroutines; peak under attack: %v, %v goroutines; the good client: %d lookups, %d retried, slowest request %v",
 		before, goroutinesBefore, peak, peakGoroutines, good.ok.Load(), good.retried.Load(), time.Duration(good.slowest.Load()))
 	if peakGoroutines > maxGoroutines {
