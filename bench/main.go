@@ -142,7 +142,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.redis.stop()
-	if err := seed(ctx, b.redis.client, o.contexts); err != nil {
+	if b.report.redisBytesPerContext, err = seed(ctx, b.redis.client, o.contexts); err != nil {
 		return err
 	}
 	relay := startSynchronizer(b.redis.client)

@@ -23,6 +23,8 @@ type report struct {
 	storms         []stormResult
 	memory         []memoryResult
 	profiles       []namedProfile
+
+	redisBytesPerContext float64 // Redis's used_memory per seeded context
 }
 
 func newReport(o options, started time.Time) *report { return &report{o: o, started: started} }
@@ -205,10 +207,8 @@ func (r *report) writeAB(b *strings.Builder, sums map[*system]*summary) {
 }
 
 func (r *report) writeStormsAndMemory(b *strings.Builder) {
-	if len(r.storms)+len(r.memory) == 0 {
-		return
-	}
 	fmt.Fprintln(b)
+	fmt.Fprintf(b, "- Redis: %.0f bytes of `used_memory` per seeded context (the LaunchDarkly layout: an include and/or an exclude set of 3 or 4 refs).\n", r.redisBytesPerContext)
 	for _, s := range r.storms {
 		fmt.Fprintf(b, "- storm, %s: %d concurrent requests for one uncached key cost %d store read(s); %d answered 200 HEALTHY in %s.\n",
 			s.label, s.requests, s.storeReads, s.ok, fmtMillis(s.elapsed.Seconds()*1000))

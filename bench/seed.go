@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,8 +14,14 @@ import (
 // seed writes n contexts, user-0 … user-(n-1), in the LaunchDarkly layout, from 4 connections
 // in pipelines of 1000 contexts, then the storm's contexts, the cursor and the synchronization
 // time, as the Relay Proxy leaves them after a synchronization.
-func seed(ctx context.Context, c *goredis.Client, n int) error {
+// It returns how much memory Redis took per context (INFO memory's used_memory, before and
+// after).
+func seed(ctx context.Context, c *goredis.Client, n int) (bytesPerContext float64, err error) {
 	start := time.Now()
+	before, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, fmt.Errorf("seed: %w", err)
+	}
 	var sets [distinctSets][2][]any // SADD's arguments
 	for i, s := range membershipSets() {
 		sets[i] = [2][]any{toAny(s[0]), toAny(s[1])}
@@ -35,7 +42,7 @@ func seed(ctx context.Context, c *goredis.Client, n int) error {
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return fmt.Errorf("seed: %w", err)
+		return 0, fmt.Errorf("seed: %w", err)
 	}
 	pipe := c.TxPipeline()
 	for i := range stormContexts {
@@ -44,10 +51,29 @@ func seed(ctx context.Context, c *goredis.Client, n int) error {
 	pipe.Set(ctx, cursorKey, "bench-"+strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	pipe.Set(ctx, syncedOnKey, strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("seed: cursor: %w", err)
+		return 0, fmt.Errorf("seed: cursor: %w", err)
 	}
-	logf("seeded %d contexts in %s", n, time.Since(start).Round(time.Millisecond))
-	return nil
+	after, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, fmt.Errorf("seed: %w", err)
+	}
+	bytesPerContext = float64(after-before) / float64(n)
+	logf("seeded %d contexts in %s; Redis holds %.0f bytes per context", n, time.Since(start).Round(time.Millisecond), bytesPerContext)
+	return bytesPerContext, nil
+}
+
+// usedMemory is Redis's used_memory.
+func usedMemory(ctx context.Context, c *goredis.Client) (int64, error) {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no used_memory in INFO memory")
 }
 
 // seedBatch writes contexts [from, to) in one pipeline.
