@@ -30,27 +30,30 @@ var (
 	errBodyCut = errors.New("request body was cut off: it arrived too slowly while others waited")
 )
 
-// bodyBudget bounds the memory that batch bodies take while they are read and used, whatever
-// the number of clients sending them. Beyond its first freeBodyBytes, a body reserves memory
-// as its bytes arrive, against one budget, and gives it back once its request is answered.
-// Reads that wait for memory are served in order; while any waits, the read in progress that
-// has had its memory longest (at least cutGrace), and is not itself waiting, is cut off (its
-// connection's read deadline moves to now) to make room. So clients that send part of a body
-// and stall, or send it slowly, cannot keep the others waiting for long.
+// bodyBudget bounds the memory that batches take while their bodies are read and their
+// answers made, whatever the number of clients sending them. Beyond its first freeBodyBytes,
+// a body reserves memory as its bytes arrive, against one budget, then what decoding and
+// answering it will take, and gives it all back once its request is answered. Requests that
+// wait for memory are served in order; while any waits, the request that has held its memory
+// longest (at least cutGrace) while the client paces it, reading its body or writing its
+// answer, is cut off (its read or write deadline moves to now) to make room. So clients that
+// send part of a body and stall, send it slowly, or do not read their answers cannot keep the
+// others waiting for long.
 type bodyBudget struct {
-	mu      sync.Mutex
-	free    int64
-	changed chan struct{} // closed and replaced whenever memory is given back or a read ends
-	reading []*bodyRead   // reads in progress, oldest first
-	waiting []*bodyRead   // reads waiting for memory, first come first
-	cutHeld int64         // memory of reads cut, not yet given back
+	mu       sync.Mutex
+	free     int64
+	changed  chan struct{} // closed and replaced whenever memory is given back or a hold changes
+	cuttable []*bodyHold   // holds paced by their clients: bodies being read, answers written
+	waiting  []*bodyHold   // holds waiting for memory, first come first
+	cutHeld  int64         // memory of holds cut, not yet given back
 }
 
-// bodyRead is one body being read.
-type bodyRead struct {
-	since  time.Time // when it started, or last got memory it waited for
+// bodyHold is one request's memory from the budget.
+type bodyHold struct {
+	b      *bodyBudget
+	since  time.Time // when it became cuttable, or last got memory it waited for
 	held   int64     // memory reserved
-	cut    func()    // ends the read at once
+	cut    func()    // ends the read or write in progress at once
 	wasCut bool
 	waits  bool  // in bodyBudget.waiting
 	needs  int64 // the memory it waits for
@@ -61,37 +64,54 @@ func newBodyBudget(bytes int64) *bodyBudget {
 }
 
 // read reads r's body, at most limit bytes, until deadline, reserving memory as it arrives,
-// and then the memory that decoding and answering it will take: uses(body) bytes. Call
-// release once the body, and what was decoded from it, is no longer needed; it gives the
-// memory back (it is never nil). Errors are those of the body's reader, errNoBodyMemory and
-// errBodyCut.
-func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(body []byte) int64) (body []byte, release func(), err error) {
+// and then the memory that decoding and answering it will take: uses(body) bytes. The hold
+// is never nil: call its writing before the answer is written, and release once the request
+// is answered. Errors are those of the body's reader, errNoBodyMemory and errBodyCut.
+func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(body []byte) int64) (body []byte, h *bodyHold, err error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline)
-	rd := &bodyRead{since: time.Now(), cut: func() { _ = rc.SetReadDeadline(time.Now()) }}
+	h = &bodyHold{b: b, since: time.Now(), cut: func() { _ = rc.SetReadDeadline(time.Now()) }}
 	b.mu.Lock()
-	b.reading = append(b.reading, rd)
+	b.cuttable = append(b.cuttable, h)
 	b.mu.Unlock()
-	release = func() { b.giveBack(rd) }
 
-	body, err = b.fill(r, rd, http.MaxBytesReader(w, r.Body, limit), limit, deadline)
-	if b.doneReading(rd) {
+	body, err = b.fill(r, h, http.MaxBytesReader(w, r.Body, limit), limit, deadline)
+	if b.notCuttable(h) {
 		// Cut, perhaps just as the body ended: the connection may already have seen the
 		// deadline, and canceled the request's context.
 		err = errBodyCut
 	}
 	if err != nil {
-		return nil, release, err
+		return nil, h, err
 	}
 	all := int64(cap(body)) + uses(body)
-	if err := b.reserve(r.Context(), rd, max(all-freeBodyBytes, 0)-rd.held, deadline); err != nil {
-		return nil, release, err
+	if err := b.reserve(r.Context(), h, max(all-freeBodyBytes, 0)-h.held, deadline); err != nil {
+		return nil, h, err
 	}
-	return body, release, nil
+	return body, h, nil
+}
+
+// writing makes the hold cuttable while the answer is written to w: a client that does not
+// read it loses it, rather than keep the memory.
+func (h *bodyHold) writing(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if h.held == 0 || h.wasCut {
+		return
+	}
+	h.since, h.cut = time.Now(), func() { _ = rc.SetWriteDeadline(time.Now()) }
+	h.b.cuttable = append(h.b.cuttable, h)
+}
+
+// release gives the hold's memory back.
+func (h *bodyHold) release() {
+	h.b.notCuttable(h)
+	h.b.giveBack(h)
 }
 
 // fill reads src to its end into a buffer that grows, by doubling, as bytes arrive.
-func (b *bodyBudget) fill(r *http.Request, rd *bodyRead, src io.Reader, limit int64, deadline time.Time) ([]byte, error) {
+func (b *bodyBudget) fill(r *http.Request, rd *bodyHold, src io.Reader, limit int64, deadline time.Time) ([]byte, error) {
 	var body []byte
 	for {
 		if len(body) == cap(body) {
@@ -118,7 +138,7 @@ func (b *bodyBudget) fill(r *http.Request, rd *bodyRead, src io.Reader, limit in
 }
 
 // reserve reserves n more bytes for rd, waiting its turn, and for memory, until deadline.
-func (b *bodyBudget) reserve(ctx context.Context, rd *bodyRead, n int64, deadline time.Time) (err error) {
+func (b *bodyBudget) reserve(ctx context.Context, rd *bodyHold, n int64, deadline time.Time) (err error) {
 	if n <= 0 {
 		return nil
 	}
@@ -161,15 +181,15 @@ func (b *bodyBudget) reserve(ctx context.Context, rd *bodyRead, n int64, deadlin
 	}
 }
 
-// makeRoom cuts the read in progress that got its memory longest ago, and is not waiting for
-// more, if that was at least cutGrace ago and the reads cut already do not free enough for
-// the first in line; it returns how long until the read may be cut otherwise. b.mu is held.
+// makeRoom cuts the cuttable hold that has held its memory longest, and is not waiting for
+// more, if that was at least cutGrace ago and the holds cut already do not free enough for
+// the first in line; it returns how long until the hold may be cut otherwise. b.mu is held.
 func (b *bodyBudget) makeRoom() time.Duration {
 	if b.free+b.cutHeld >= b.waiting[0].needs {
 		return time.Hour // until the memory comes back
 	}
-	var victim *bodyRead
-	for _, o := range b.reading {
+	var victim *bodyHold
+	for _, o := range b.cuttable {
 		if !o.waits && !o.wasCut && (victim == nil || o.since.Before(victim.since)) {
 			victim = o
 		}
@@ -181,7 +201,7 @@ func (b *bodyBudget) makeRoom() time.Duration {
 		return cutGrace - age
 	}
 	victim.wasCut = true
-	victim.cut() // under b.mu: once doneReading returns, no cut can follow
+	victim.cut() // under b.mu: once notCuttable returns, no cut can follow
 	b.cutHeld += victim.held
 	return time.Hour
 }
@@ -200,27 +220,27 @@ func sleep(ctx context.Context, d time.Duration, changed <-chan struct{}) error 
 }
 
 // stopWaiting takes rd out of the waiting line, and lets the next one look. b.mu is held.
-func (b *bodyBudget) stopWaiting(rd *bodyRead) {
+func (b *bodyBudget) stopWaiting(rd *bodyHold) {
 	if !rd.waits {
 		return
 	}
 	rd.waits = false
-	b.waiting = slices.DeleteFunc(b.waiting, func(o *bodyRead) bool { return o == rd })
+	b.waiting = slices.DeleteFunc(b.waiting, func(o *bodyHold) bool { return o == rd })
 	b.wake()
 }
 
-// doneReading takes rd off the reads in progress, so that it can no longer be cut, and says
+// notCuttable takes h off the cuttable holds, so that it can no longer be cut, and says
 // whether it was.
-func (b *bodyBudget) doneReading(rd *bodyRead) (wasCut bool) {
+func (b *bodyBudget) notCuttable(h *bodyHold) (wasCut bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.reading = slices.DeleteFunc(b.reading, func(o *bodyRead) bool { return o == rd })
+	b.cuttable = slices.DeleteFunc(b.cuttable, func(o *bodyHold) bool { return o == h })
 	b.wake()
-	return rd.wasCut
+	return h.wasCut
 }
 
 // giveBack returns rd's memory to the budget.
-func (b *bodyBudget) giveBack(rd *bodyRead) {
+func (b *bodyBudget) giveBack(rd *bodyHold) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.free += rd.held

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,11 +21,11 @@ import (
 
 // startRead puts a read in progress on b, as read does, holding held bytes; cut records that it
 // was cut.
-func startRead(b *bodyBudget, held int64) (rd *bodyRead, cut chan struct{}) {
+func startRead(b *bodyBudget, held int64) (rd *bodyHold, cut chan struct{}) {
 	cut = make(chan struct{})
-	rd = &bodyRead{since: time.Now(), cut: sync.OnceFunc(func() { close(cut) })}
+	rd = &bodyHold{b: b, since: time.Now(), cut: sync.OnceFunc(func() { close(cut) })}
 	b.mu.Lock()
-	b.reading = append(b.reading, rd)
+	b.cuttable = append(b.cuttable, rd)
 	b.mu.Unlock()
 	if err := b.reserve(context.Background(), rd, held, time.Now()); err != nil {
 		panic(err)
@@ -50,7 +52,7 @@ func TestBodyBudgetCutsTheOldestRead(t *testing.T) {
 		default:
 		}
 		<-cut // at cutGrace
-		if !b.doneReading(old) {
+		if !b.notCuttable(old) {
 			t.Error("doneReading: the cut read does not know it was cut")
 		}
 		synctest.Wait()
@@ -73,7 +75,7 @@ func TestBodyBudgetRunsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBodyBudget(100)
 		answering, _ := startRead(b, 100)
-		b.doneReading(answering) // read whole: now being answered
+		b.notCuttable(answering) // read whole: now being answered
 		rd, _ := startRead(b, 0)
 		start := time.Now()
 		err := b.reserve(context.Background(), rd, 10, start.Add(2*time.Second))
@@ -96,7 +98,7 @@ func TestBodyBudgetWaitersAreNotCut(t *testing.T) {
 		synctest.Wait()
 		go func() { secondDone <- b.reserve(context.Background(), second, 60, time.Now().Add(time.Hour)) }()
 		<-cut // the stalled read, at cutGrace; never the waiting ones
-		b.doneReading(stalled)
+		b.notCuttable(stalled)
 		b.giveBack(stalled)
 		if err := <-firstDone; err != nil {
 			t.Fatalf("first in line: %v", err)
@@ -110,7 +112,7 @@ func TestBodyBudgetWaitersAreNotCut(t *testing.T) {
 		if !first.wasCut {
 			t.Fatal("a read holding memory for cutGrace while another waits was not cut")
 		}
-		b.doneReading(first)
+		b.notCuttable(first)
 		b.giveBack(first)
 		if err := <-secondDone; err != nil {
 			t.Errorf("second in line: %v", err)
@@ -137,7 +139,7 @@ func TestStalledBodyIsCutForAnother(t *testing.T) {
 	waitFor(t, "the stalled body to hold its memory", func() bool {
 		s.bodies.mu.Lock()
 		defer s.bodies.mu.Unlock()
-		return len(s.bodies.reading) == 1 && s.bodies.reading[0].held == 40_001-freeBodyBytes
+		return len(s.bodies.cuttable) == 1 && s.bodies.cuttable[0].held == 40_001-freeBodyBytes
 	})
 
 	body := `{"contextKeys":["alice"]` + strings.Repeat(" ", 38_000) + "}"
@@ -181,19 +183,53 @@ func TestSlotsAreFreeWhileAnswersAreWritten(t *testing.T) {
 	}
 }
 
-// stuckWriter is a ResponseWriter whose writes wait for release, like a client reading nothing.
+// stuckWriter is a ResponseWriter whose writes wait for release, like a client reading
+// nothing, or fail once a write deadline has passed.
 type stuckWriter struct {
 	*httptest.ResponseRecorder
-	once    sync.Once
-	writing chan struct{}
-	release chan struct{}
+	once     sync.Once
+	writing  chan struct{}
+	release  chan struct{}
+	cutOnce  sync.Once
+	cut      atomic.Bool
+	deadline chan struct{} // closed when a past write deadline is set
 }
 
 func (s *stuckWriter) Write(p []byte) (int, error) {
 	s.once.Do(func() { close(s.writing) })
-	<-s.release
-	return s.ResponseRecorder.Write(p)
+	s.cutOnce.Do(func() { s.deadline = make(chan struct{}) })
+	select {
+	case <-s.release:
+		return s.ResponseRecorder.Write(p)
+	case <-s.deadline:
+		return 0, os.ErrDeadlineExceeded
+	}
 }
+
+// WriteString hides the recorder's own, which would not wait.
+func (s *stuckWriter) WriteString(str string) (int, error) { return s.Write([]byte(str)) }
+
+// SetWriteDeadline is what http.ResponseController calls: once t passes, writes fail.
+func (s *stuckWriter) SetWriteDeadline(t time.Time) error {
+	s.cutOnce.Do(func() { s.deadline = make(chan struct{}) })
+	expire := func() {
+		if s.cut.CompareAndSwap(false, true) {
+			close(s.deadline)
+		}
+	}
+	if t.IsZero() {
+		return nil
+	}
+	if d := time.Until(t); d > 0 {
+		time.AfterFunc(d, expire)
+	} else {
+		expire()
+	}
+	return nil
+}
+
+// Flush is what http.ResponseController calls.
+func (s *stuckWriter) Flush() {}
 
 // emptyStore holds nothing and was synchronized just now.
 type emptyStore struct{}
@@ -239,5 +275,53 @@ func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
 	}
 	if s.bodies.free != DefaultBodyMemory || stuck.Code != http.StatusOK {
 		t.Errorf("after the answer (%d): %d bytes free, want all %d", stuck.Code, s.bodies.free, DefaultBodyMemory)
+	}
+}
+
+// TestUnreadAnswerIsCutForAnother: a batch whose answer is not being read keeps its memory
+// only until another batch needs it: then its write is cut off (its deadline moves to now)
+// and the other is answered.
+func TestUnreadAnswerIsCutForAnother(t *testing.T) {
+	s := newServer(segments.New(emptyStore{}), []Option{WithMaxBodyBytes(40_000), WithBodyMemory(0)})
+	s.routes(s.mux)
+	body := `{"contextKeys":["k"` + strings.Repeat(`,"k"`, 999) + `]}`
+	newReq := func() *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/memberships", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	stuck := &stuckWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() { s.mux.ServeHTTP(stuck, newReq()); close(done) }()
+	<-stuck.writing
+
+	rec := httptest.NewRecorder()
+	s.mux.ServeHTTP(rec, newReq())
+	<-done
+	if rec.Code != http.StatusOK {
+		t.Errorf("the batch that waited for memory: %d %s, want 200", rec.Code, rec.Body)
+	}
+	if !stuck.cut.Load() {
+		t.Error("the unread answer's write was not cut")
+	}
+}
+
+// TestUnreadStreamEnds: a status stream whose client reads nothing ends once a write has
+// waited for the stream write timeout, and gives its slot back.
+func TestUnreadStreamEnds(t *testing.T) {
+	s := newServer(segments.New(emptyStore{}), []Option{WithMaxStreams(1), WithHeartbeat(time.Millisecond)})
+	s.streamWriteTimeout = 50 * time.Millisecond
+	s.routes(s.mux)
+	stuck := &stuckWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() { s.mux.ServeHTTP(stuck, httptest.NewRequest(http.MethodGet, "/status/stream", nil)); close(done) }()
+	<-stuck.writing
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // a hang detector
+		t.Fatal("the unread stream still runs 10 s on")
+	}
+	if len(s.streams) != 0 {
+		t.Errorf("%d stream slots still taken", len(s.streams))
 	}
 }

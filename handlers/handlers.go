@@ -32,21 +32,22 @@ const (
 type RequestObserver func(route, method string, code int, d time.Duration)
 
 type server struct {
-	svc             *segments.Service
-	log             *slog.Logger
-	maxKeyBytes     int
-	maxBatch        int
-	maxBodyBytes    int64
-	bodyReadTimeout time.Duration
-	maxBatchRefs    int
-	bodyMemory      int64
-	bodies          *bodyBudget
-	streams         chan struct{} // one per open status stream
-	observe         RequestObserver
-	metrics         http.Handler
-	storeName       string
-	heartbeat       time.Duration
-	stop            <-chan struct{}
+	svc                *segments.Service
+	log                *slog.Logger
+	maxKeyBytes        int
+	maxBatch           int
+	maxBodyBytes       int64
+	bodyReadTimeout    time.Duration
+	maxBatchRefs       int
+	bodyMemory         int64
+	bodies             *bodyBudget
+	streams            chan struct{} // one per open status stream
+	observe            RequestObserver
+	metrics            http.Handler
+	storeName          string
+	heartbeat          time.Duration
+	streamWriteTimeout time.Duration
+	stop               <-chan struct{}
 
 	tokens    [][sha256.Size]byte // digests of accepted bearer tokens; none means open
 	shedder   *shedder
@@ -148,16 +149,17 @@ func NewOps(svc *segments.Service, opts ...Option) http.Handler {
 
 func newServer(svc *segments.Service, opts []Option) *server {
 	s := &server{
-		svc:             svc,
-		log:             slog.New(slog.DiscardHandler),
-		maxKeyBytes:     DefaultMaxKeyBytes,
-		maxBatch:        DefaultMaxBatch,
-		maxBodyBytes:    DefaultMaxBodyBytes,
-		bodyReadTimeout: DefaultBodyReadTimeout,
-		maxBatchRefs:    DefaultMaxBatchRefs,
-		bodyMemory:      DefaultBodyMemory,
-		streams:         make(chan struct{}, DefaultMaxStreams),
-		heartbeat:       DefaultHeartbeat,
+		svc:                svc,
+		log:                slog.New(slog.DiscardHandler),
+		maxKeyBytes:        DefaultMaxKeyBytes,
+		maxBatch:           DefaultMaxBatch,
+		maxBodyBytes:       DefaultMaxBodyBytes,
+		bodyReadTimeout:    DefaultBodyReadTimeout,
+		maxBatchRefs:       DefaultMaxBatchRefs,
+		bodyMemory:         DefaultBodyMemory,
+		streams:            make(chan struct{}, DefaultMaxStreams),
+		heartbeat:          DefaultHeartbeat,
+		streamWriteTimeout: DefaultStreamWriteTimeout,
 	}
 	for _, o := range opts {
 		o(s)

@@ -557,6 +557,8 @@ func TestRequestBodiesOnlyWhereRead(t *testing.T) {
 		"wrong token":        "Authorization: Bearer nope\r\nContent-Type: application/json\r\n",
 		"wrong content type": "Authorization: Bearer s3cret\r\nContent-Type: text/plain\r\n",
 		"body too large":     "Authorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n",
+		"body too large, 100-continue expected": "Authorization: Bearer s3cret\r\nContent-Type: application/json\r\n" +
+			"Content-Length: 2000000\r\nExpect: 100-continue\r\n",
 	} {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 		if err != nil {
@@ -571,6 +573,9 @@ func TestRequestBodiesOnlyWhereRead(t *testing.T) {
 		conn.Close()
 		if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 4") {
 			t.Errorf("%s, body never sent: %v after %q; want a 4xx and the connection closed", name, err, got)
+		}
+		if strings.HasPrefix(name, "body too large") && !strings.HasPrefix(string(got), "HTTP/1.1 413") {
+			t.Errorf("%s: %q, want 413 at once", name, got)
 		}
 	}
 }

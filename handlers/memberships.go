@@ -127,8 +127,10 @@ type batchRequest struct {
 // written; the body's memory (see bodyBudget) once it is.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req, done, rerr := s.decodeBatch(w, r)
-		defer done()
+		req, hold, rerr := s.decodeBatch(w, r)
+		if hold != nil {
+			defer hold.release()
+		}
 		if rerr != nil {
 			rerr.write(w, r)
 			return
@@ -149,6 +151,7 @@ func (s *server) postMemberships() http.HandlerFunc {
 				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.maxBatchRefs))
 			return
 		}
+		hold.writing(w)
 		writeBatch(w, req, results)
 	}
 }
@@ -219,28 +222,30 @@ func (e *requestError) write(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeBatch reads and checks a batch request. The body must arrive within the body read
-// timeout, whatever the server's own timeouts are, and get memory from the body budget. Call
-// done once the request is answered: it gives the body's memory back.
-func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchRequest, done func(), rerr *requestError) {
-	done = func() {}
+// timeout, whatever the server's own timeouts are, and get memory from the body budget: the
+// hold, nil if the body was refused unread (see bodyBudget).
+func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchRequest, hold *bodyHold, rerr *requestError) {
 	if ce := r.Header.Values("Content-Encoding"); len(ce) > 1 || len(ce) == 1 && !strings.EqualFold(ce[0], "identity") {
-		return req, done, &requestError{http.StatusUnsupportedMediaType, "Content-Encoding must be identity: compressed bodies are not accepted", true}
+		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Encoding must be identity: compressed bodies are not accepted", true}
 	}
 	ct := r.Header.Values("Content-Type")
 	if mt, _, err := mime.ParseMediaType(strings.Join(ct, ",")); err != nil || len(ct) != 1 || mt != "application/json" {
-		return req, done, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json, given once", true}
+		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json, given once", true}
 	}
-	body, done, err := s.bodies.read(w, r, s.maxBodyBytes, time.Now().Add(s.bodyReadTimeout), s.batchUses)
+	if r.ContentLength > s.maxBodyBytes { // refused before a byte of it is asked for (Expect: 100-continue)
+		return req, nil, s.bodyError(&http.MaxBytesError{Limit: s.maxBodyBytes})
+	}
+	body, hold, err := s.bodies.read(w, r, s.maxBodyBytes, time.Now().Add(s.bodyReadTimeout), s.batchUses)
 	if err != nil {
-		return req, done, s.bodyError(err)
+		return req, hold, s.bodyError(err)
 	}
 	if err := strictjson.CheckText(body); err != nil {
-		return req, done, &requestError{code: http.StatusBadRequest, msg: fmt.Sprintf("request body is not valid UTF-8 text: %v", err)}
+		return req, hold, &requestError{code: http.StatusBadRequest, msg: fmt.Sprintf("request body is not valid UTF-8 text: %v", err)}
 	}
 	if req, err = s.parseBatch(body); err != nil {
-		return req, done, &requestError{code: http.StatusBadRequest, msg: err.Error()}
+		return req, hold, &requestError{code: http.StatusBadRequest, msg: err.Error()}
 	}
-	return req, done, nil
+	return req, hold, nil
 }
 
 // lookupBytes is about what each lookup of a batch takes in memory while it is looked up and

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -57,6 +58,9 @@ func (s *server) getStatus() http.HandlerFunc {
 	}
 }
 
+// DefaultStreamWriteTimeout bounds each write of a status stream.
+const DefaultStreamWriteTimeout = 5 * time.Second
+
 // getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
 // then one event per change of available or stale and per change of the data (a new cursor:
 // a client that caches answers drops them), and a comment every heartbeat. It ends
@@ -75,8 +79,9 @@ func (s *server) getStatusStream() http.HandlerFunc {
 		}
 		defer release()
 		rc := http.NewResponseController(w)
-		// The server's write timeout is for ordinary responses; a stream lives on.
-		if err := rc.SetWriteDeadline(time.Time{}); err != nil {
+		// The server's write timeout is for ordinary responses; a stream lives on, each of its
+		// writes bounded by the stream write timeout.
+		if err := rc.SetWriteDeadline(time.Now().Add(s.streamWriteTimeout)); err != nil {
 			writeError(w, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
@@ -132,14 +137,20 @@ func (ew *eventWriter) send(st segments.StoreStatus, polled bool) error {
 	}
 	ew.last, ew.lastPolled = st, polled
 	b, _ := jsonMarshal(ew.s.statusBody(st, polled))
-	if _, err := fmt.Fprintf(ew.w, "event: status\ndata: %s\n\n", b); err != nil {
-		return err
-	}
-	return ew.rc.Flush()
+	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }
 
 func (ew *eventWriter) comment(text string) error {
-	if _, err := fmt.Fprintf(ew.w, ": %s\n\n", text); err != nil {
+	return ew.write(": " + text + "\n\n")
+}
+
+// write writes and flushes text within the stream write timeout: a client that stops reading
+// loses its stream, and its slot, then, and never holds up a shutdown for longer.
+func (ew *eventWriter) write(text string) error {
+	if err := ew.rc.SetWriteDeadline(time.Now().Add(ew.s.streamWriteTimeout)); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(ew.w, text); err != nil {
 		return err
 	}
 	return ew.rc.Flush()

@@ -48,7 +48,7 @@ func newCerts(certFile, keyFile, clientCAFile string, log *slog.Logger) (*certs,
 	return c, nil
 }
 
-// serverConfig is the listener's TLS configuration: TLS 1.2 at least, HTTP/2 and HTTP/1.1,
+// serverConfig is the listener's TLS configuration: TLS 1.2 at least, HTTP/1.1 (see http1Only),
 // and per handshake the current certificate (and client CA).
 func (c *certs) serverConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: c.configForClient}
@@ -111,7 +111,7 @@ func (c *certs) build(files [3][]byte) (*tls.Config, error) {
 		return nil, fmt.Errorf("BIGSEG_TLS_CERT_FILE/KEY_FILE: %w", err)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
-		NextProtos: []string{"h2", "http/1.1"}}
+		NextProtos: []string{"http/1.1"}}
 	if c.clientCAFile != "" {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(files[2]) {

@@ -91,7 +91,8 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		a.certs.observe = m.TLSCertificate
 		m.TLSCertificate(false, a.certs.config.Certificates[0].Leaf.NotAfter)
 	}
-	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
+		MaxRequestsInFlight: metricsInFlight})
 	if err := a.listen(metricsHandler); err != nil {
 		return nil, err
 	}
@@ -107,6 +108,7 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		Protocols:         http1Only(),
 		ConnState:         a.ln.ConnState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -115,6 +117,19 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	}
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
+}
+
+// metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
+// it, a scrape gets 503.
+const metricsInFlight = 4
+
+// http1Only is the protocols bigseg serves: HTTP/1.1 alone, with TLS too. With HTTP/2 one
+// connection carries many requests at once, each with its goroutine and buffers, beyond what
+// BIGSEG_MAX_CONNS bounds; clients that multiplex have keep-alive pools and batches instead.
+func http1Only() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &p
 }
 
 // listen opens the API's listener, under the connection limit, and the side listeners.
@@ -372,7 +387,7 @@ func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeo
 	limited := newConnLimit(ln, sideConns)
 	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
 	return nil
 }
