@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,26 +23,21 @@ const (
 // using it: the one silent longest since it connected (past silentGrace), else the one idle
 // longest since its last answer (past idleGrace). Only when none is does it wait, leaving new
 // connections in the kernel's backlog; a request in progress is bounded by the server's
-// timeouts. The server must report connection states to ConnState.
+// timeouts. The server must report connection states to ConnState, which only touches the
+// connection's own fields: a request costs two atomic stores, not a lock.
 type connLimit struct {
 	net.Listener
 	slots  chan struct{} // one per open connection
 	closed chan struct{}
 	once   sync.Once
 
-	mu      sync.Mutex
-	waiting map[net.Conn]waiting // connections without a request in progress
-}
-
-// waiting is when a connection started waiting, and whether it has been answered before.
-type waiting struct {
-	since  time.Time
-	served bool
+	mu    sync.Mutex
+	conns map[*limitedConn]struct{} // every open connection
 }
 
 func newConnLimit(ln net.Listener, max int) *connLimit {
 	return &connLimit{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{}),
-		waiting: make(map[net.Conn]waiting)}
+		conns: make(map[*limitedConn]struct{})}
 }
 
 // Accept waits for a free slot (making one by closing an unused connection if it can), then
@@ -60,7 +57,12 @@ func (l *connLimit) Accept() (net.Conn, error) {
 				<-l.slots
 				return nil, err
 			}
-			return &limitedConn{Conn: c, l: l}, nil
+			lc := &limitedConn{Conn: c, l: l}
+			lc.waitingSince.Store(time.Now().UnixNano())
+			l.mu.Lock()
+			l.conns[lc] = struct{}{}
+			l.mu.Unlock()
+			return lc, nil
 		default:
 		}
 		if l.closeUnused(time.Now()) {
@@ -90,40 +92,59 @@ func (l *connLimit) Open() int { return len(l.slots) }
 
 // ConnState is the http.Server hook that tells the limit which connections are waiting.
 func (l *connLimit) ConnState(c net.Conn, state http.ConnState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if state != http.StateIdle && state != http.StateNew {
-		delete(l.waiting, c)
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitedConn)
+	if !ok {
 		return
 	}
-	l.waiting[c] = waiting{since: time.Now(), served: state == http.StateIdle}
+	switch state {
+	case http.StateActive:
+		lc.waitingSince.Store(0)
+	case http.StateIdle:
+		lc.served.Store(true)
+		lc.waitingSince.Store(time.Now().UnixNano())
+	}
 }
 
 // closeUnused closes the connection that has held a slot unused longest past its grace, a
 // silent one before an idle one, if any has; closing it frees its slot.
 func (l *connLimit) closeUnused(now time.Time) bool {
+	for {
+		victim, since := l.longestUnused(now.UnixNano())
+		if victim == nil {
+			return false
+		}
+		if victim.waitingSince.CompareAndSwap(since, 0) { // still unused: close it
+			victim.Close()
+			return true
+		}
+	}
+}
+
+// longestUnused finds the connection closeUnused should close, and since when it waits.
+func (l *connLimit) longestUnused(now int64) (victim *limitedConn, since int64) {
 	l.mu.Lock()
-	var victim net.Conn
-	var vw waiting
-	for c, w := range l.waiting {
-		grace := silentGrace
-		if w.served {
+	defer l.mu.Unlock()
+	victimServed := false
+	for c := range l.conns {
+		ws := c.waitingSince.Load()
+		if ws == 0 {
+			continue // a request in progress
+		}
+		served, grace := c.served.Load(), silentGrace
+		if served {
 			grace = idleGrace
 		}
-		if now.Sub(w.since) < grace {
+		if now-ws < int64(grace) {
 			continue
 		}
-		if victim == nil || vw.served && !w.served || vw.served == w.served && w.since.Before(vw.since) {
-			victim, vw = c, w
+		if victim == nil || victimServed && !served || victimServed == served && ws < since {
+			victim, since, victimServed = c, ws, served
 		}
 	}
-	delete(l.waiting, victim)
-	l.mu.Unlock()
-	if victim == nil {
-		return false
-	}
-	victim.Close()
-	return true
+	return victim, since
 }
 
 // limitedConn gives its slot back when it is closed, once.
@@ -131,13 +152,17 @@ type limitedConn struct {
 	net.Conn
 	l    *connLimit
 	once sync.Once
+	// waitingSince is when the connection last began to wait for a request (when it connected
+	// or was last answered), in unix nanoseconds; 0 while a request is in progress.
+	waitingSince atomic.Int64
+	served       atomic.Bool // answered a request before
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.mu.Lock()
-		delete(c.l.waiting, c)
+		delete(c.l.conns, c)
 		c.l.mu.Unlock()
 		<-c.l.slots
 	})
