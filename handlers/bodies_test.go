@@ -314,7 +314,10 @@ func TestUnreadStreamEnds(t *testing.T) {
 	s.routes(s.mux)
 	stuck := &stuckWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan struct{})
-	go func() { s.mux.ServeHTTP(stuck, httptest.NewRequest(http.MethodGet, "/status/stream", nil)); close(done) }()
+	go func() {
+		s.mux.ServeHTTP(stuck, httptest.NewRequest(http.MethodGet, "/status/stream", nil))
+		close(done)
+	}()
 	<-stuck.writing
 	select {
 	case <-done:

@@ -19,6 +19,10 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 // one answer, however large, costs in memory.
 const flushSize = 32 << 10
 
+// smallAnswer is the size up to which net/http sets Content-Length itself (its buffer before
+// chunking): only larger answers, sent in one write, need it set by hand.
+const smallAnswer = 2048
+
 // storeErrorMessage is what callers see of a failed read; the cause is logged.
 const storeErrorMessage = "the Big Segment store could not be read"
 
@@ -66,7 +70,7 @@ func (e *encoder) write() {
 // close ends the answer with a newline and sends what is left.
 func (e *encoder) close() {
 	e.b = append(e.b, '\n')
-	if !e.started {
+	if !e.started && len(e.b) > smallAnswer {
 		e.w.Header()["Content-Length"] = []string{strconv.Itoa(len(e.b))}
 	}
 	e.write()
