@@ -49,42 +49,26 @@ var lookupStatuses = [3]segments.LookupStatus{segments.Healthy, segments.Stale, 
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reg: reg,
-		available: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bigseg_store_available",
-			Help: "1 if the last status poll read the Big Segment store, else 0.",
-		}),
-		stale: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bigseg_store_stale",
-			Help: "1 if the Big Segment data was never synchronized or is older than staleAfter, else 0.",
-		}),
-		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bigseg_store_last_synchronized_timestamp_seconds",
-			Help: "Unix time of the last synchronization of the Big Segment data; 0 if never.",
-		}),
+		available: gauge("bigseg_store_available",
+			"1 if the last status poll read the Big Segment store, else 0."),
+		stale: gauge("bigseg_store_stale",
+			"1 if the Big Segment data was never synchronized or is older than staleAfter, else 0."),
+		lastSync: gauge("bigseg_store_last_synchronized_timestamp_seconds",
+			"Unix time of the last synchronization of the Big Segment data; 0 if never."),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bigseg_store_status_polls_total",
 			Help: "Status polls of the Big Segment store, by result (success, error).",
 		}, []string{"result"}),
-		changes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bigseg_store_status_changes_total",
-			Help: "Changes of the store's available or stale status.",
-		}),
-		tlsFailing: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bigseg_tls_certificate_reload_failing",
-			Help: "1 while the TLS certificate files changed on disk but do not load (the last good certificate is served), else 0.",
-		}),
-		tlsFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bigseg_tls_certificate_reload_errors_total",
-			Help: "Changes of the TLS certificate files on disk that did not load.",
-		}),
-		tlsExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bigseg_tls_certificate_expiry_timestamp_seconds",
-			Help: "Unix time when the TLS certificate served on the HTTP listeners expires.",
-		}),
-		invalidations: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bigseg_cache_invalidations_total",
-			Help: "Times a status poll found a new cursor (the data changed) and every cached membership was dropped.",
-		}),
+		changes: counter("bigseg_store_status_changes_total",
+			"Changes of the store's available or stale status."),
+		tlsFailing: gauge("bigseg_tls_certificate_reload_failing",
+			"1 while the TLS certificate files changed on disk but do not load (the last good certificate is served), else 0."),
+		tlsFailures: counter("bigseg_tls_certificate_reload_errors_total",
+			"Changes of the TLS certificate files on disk that did not load."),
+		tlsExpiry: gauge("bigseg_tls_certificate_expiry_timestamp_seconds",
+			"Unix time when the TLS certificate served on the HTTP listeners expires."),
+		invalidations: counter("bigseg_cache_invalidations_total",
+			"Times a status poll found a new cursor (the data changed) and every cached membership was dropped."),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "bigseg_store_request_duration_seconds",
 			Help:    "Duration of reads of the Big Segment store, by operation (memberships, metadata).",
@@ -111,6 +95,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.storeDuration, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
 // WatchCache exports the cache's entry count, read at each scrape.

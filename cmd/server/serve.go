@@ -84,12 +84,8 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	)
 	m.WatchCache(a.svc.CacheLen)
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
-	if cfg.TLSCertFile != "" {
-		if a.certs, err = newCerts(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, log); err != nil {
-			return nil, err
-		}
-		a.certs.observe = m.TLSCertificate
-		m.TLSCertificate(false, a.certs.config.Certificates[0].Leaf.NotAfter)
+	if err := a.loadCerts(m); err != nil {
+		return nil, err
 	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 		MaxRequestsInFlight: metricsInFlight})
@@ -117,6 +113,19 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	}
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
+}
+
+// loadCerts reads the listeners' TLS files, when configured, and exports their state.
+func (a *app) loadCerts(m *metrics.Metrics) (err error) {
+	if a.cfg.TLSCertFile == "" {
+		return nil
+	}
+	if a.certs, err = newCerts(a.cfg.TLSCertFile, a.cfg.TLSKeyFile, a.cfg.TLSClientCAFile, a.log); err != nil {
+		return err
+	}
+	a.certs.observe = m.TLSCertificate
+	m.TLSCertificate(false, a.certs.config.Certificates[0].Leaf.NotAfter)
+	return nil
 }
 
 // metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
