@@ -124,6 +124,23 @@ func BenchmarkLookupCacheHit(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupMiss is a lookup that misses the cache (it is off) and waits for its read,
+// with the service running as in production (its store readers parked between reads).
+func BenchmarkLookupMiss(b *testing.B) {
+	s := New(newGeneratedStore(200), WithCache(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	s.Lookup(ctx, "alice")
+	b.ReportAllocs()
+	for b.Loop() {
+		if a := s.Lookup(ctx, "alice"); a.Cached || a.Err != nil {
+			b.Fatalf("cached %v, err %v", a.Cached, a.Err)
+		}
+	}
+}
+
 func BenchmarkLookupCacheHitParallel(b *testing.B) {
 	s := New(newGeneratedStore(200))
 	ctx := context.Background()

@@ -42,9 +42,14 @@ func (s *Service) LookupHash(ctx context.Context, hash string) Answer {
 			return s.answer(hash, m, st.LookupStatus(), true)
 		}
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	st := s.currentStatus(ctx)
+	st := s.status.Load()
+	if st == nil { // before the first poll has finished: poll inline, within the lookup timeout
+		var cancel context.CancelFunc
+		ctx, cancel = s.withTimeout(ctx)
+		defer cancel()
+		current := s.currentStatus(ctx)
+		st = &current
+	}
 	if m, ok := s.cache.get(hash); ok {
 		return s.answer(hash, m, st.LookupStatus(), true)
 	}
@@ -52,17 +57,15 @@ func (s *Service) LookupHash(ctx context.Context, hash string) Answer {
 		return s.failed(hash, ErrStoreUnreachable)
 	}
 	cl := s.reads.get(hash)
-	select {
-	case <-cl.done:
-	case <-ctx.Done():
-		err := fmt.Errorf("read membership: %w", context.Cause(ctx))
+	if err := s.await(ctx, cl); err != nil {
+		err = fmt.Errorf("read membership: %w", err)
 		s.readFailed(ctx, hash, err)
 		return s.failed(hash, err)
 	}
 	if cl.err != nil {
 		return s.failed(hash, cl.err)
 	}
-	s.cache.set(hash, cl.m, cl.generation, s.cacheFor(st))
+	s.cache.set(hash, cl.m, cl.generation, s.cacheFor(*st))
 	return s.answer(hash, cl.m, st.LookupStatus(), false)
 }
 
@@ -132,7 +135,31 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 	if s.lookupTimeout <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeoutCause(ctx, s.lookupTimeout, errLookupTimeout{s.lookupTimeout})
+	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeoutCause)
+}
+
+// await waits until cl is read, ctx ends or the lookup timeout passes, whichever is first:
+// with a timer of its own, not a context with a deadline (which costs a miss five more
+// allocations, and a place among the request context's children).
+func (s *Service) await(ctx context.Context, cl *call) error {
+	if s.lookupTimeout <= 0 {
+		select {
+		case <-cl.done:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	t := time.NewTimer(s.lookupTimeout)
+	defer t.Stop()
+	select {
+	case <-cl.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return s.timeoutCause
+	}
 }
 
 // readDetached reads for the coalescer, on a context of its own: one caller giving up must

@@ -24,7 +24,7 @@ const (
 // Service answers which Big Segments a context is in: it hashes keys, serves recent answers
 // from a bounded cache, reads the store on misses (one read for concurrent misses of the same
 // context), and keeps the store's status up to date while Run runs. lookup.go has the
-// lookups, poll.go the status.
+// lookups, status.go the status.
 type Service struct {
 	store         Store
 	cache         *cache
@@ -33,6 +33,7 @@ type Service struct {
 	pollInterval  time.Duration
 	staleAfter    time.Duration
 	lookupTimeout time.Duration
+	timeoutCause  error // errLookupTimeout{lookupTimeout}, made once
 	now           func() time.Time
 	log           *slog.Logger
 	obs           Observer
@@ -140,6 +141,7 @@ func New(store Store, opts ...Option) *Service {
 	for _, o := range opts {
 		o(s)
 	}
+	s.timeoutCause = errLookupTimeout{s.lookupTimeout}
 	s.readsInFlight = max(s.readsInFlight, 1)
 	s.slots = make(chan struct{}, s.readsInFlight)
 	s.reads = newCoalescer(s.readDetached, s.readsInFlight, maxReadBatch)
