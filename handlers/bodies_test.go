@@ -19,6 +19,14 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
+// wasCut reads h.wasCut as the budget writes it, under b.mu (synctest's waits are no
+// synchronization for the race detector).
+func wasCut(b *bodyBudget, h *bodyHold) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return h.wasCut
+}
+
 // startRead puts a read in progress on b, as read does, holding held bytes; cut records that it
 // was cut.
 func startRead(b *bodyBudget, held int64) (rd *bodyHold, cut chan struct{}) {
@@ -104,12 +112,12 @@ func TestBodyBudgetWaitersAreNotCut(t *testing.T) {
 			t.Fatalf("first in line: %v", err)
 		}
 		synctest.Wait()
-		if first.wasCut || second.wasCut || len(secondDone) != 0 {
-			t.Fatalf("first cut %v, second cut %v, second served %v: want the second to wait", first.wasCut, second.wasCut, len(secondDone))
+		if wasCut(b, first) || wasCut(b, second) || len(secondDone) != 0 {
+			t.Fatalf("first cut %v, second cut %v, second served %v: want the second to wait", wasCut(b, first), wasCut(b, second), len(secondDone))
 		}
 		time.Sleep(cutGrace) // the first has held its memory for cutGrace: now it may be cut
 		synctest.Wait()
-		if !first.wasCut {
+		if !wasCut(b, first) {
 			t.Fatal("a read holding memory for cutGrace while another waits was not cut")
 		}
 		b.notCuttable(first)
