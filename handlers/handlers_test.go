@@ -247,6 +247,7 @@ func TestBatchBadRequests(t *testing.T) {
 		{"field in another case", "application/json", `{"ContextKeys": ["a"]}`, 400, `unknown field "ContextKeys"`},
 		{"compressed body", "application/json", "gzip:{}", 415, "Content-Encoding must be identity"},
 		{"content type twice", "application/json|application/json", `{}`, 415, "given once"},
+		{"a charset other than UTF-8", "application/json; charset=latin1", `{}`, 415, "UTF-8"},
 		{"content encoding twice", "application/json", "identity,identity:{}", 415, "Content-Encoding must be identity"},
 	}
 	for _, tt := range tests {

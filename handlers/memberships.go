@@ -229,8 +229,9 @@ func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchR
 		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Encoding must be identity: compressed bodies are not accepted", true}
 	}
 	ct := r.Header.Values("Content-Type")
-	if mt, _, err := mime.ParseMediaType(strings.Join(ct, ",")); err != nil || len(ct) != 1 || mt != "application/json" {
-		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json, given once", true}
+	mt, params, err := mime.ParseMediaType(strings.Join(ct, ","))
+	if cs, ok := params["charset"]; err != nil || len(ct) != 1 || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
+		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json (UTF-8), given once", true}
 	}
 	if r.ContentLength > s.maxBodyBytes { // refused before a byte of it is asked for (Expect: 100-continue)
 		return req, nil, s.bodyError(&http.MaxBytesError{Limit: s.maxBodyBytes})

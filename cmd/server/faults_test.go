@@ -383,6 +383,21 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 	}
 	c.Do(context.Background(), "CLIENT", "UNPAUSE")
 	waitFor(t, "lookups after the pause", func() bool { return ask(http.DefaultClient, srv.URL+"/memberships/user-1").code == 200 })
+
+	// A batch too: a pause shorter than Redis's read timeout must not end in a late success.
+	if err := c.Do(context.Background(), "CLIENT", "PAUSE", "1000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := srv.post(t, "/memberships", `{"contextKeys":["user-50","user-51","user-52"]}`)
+	var batch struct{ Results []struct{ Status string } }
+	if err := json.Unmarshal(body, &batch); resp.StatusCode != 200 || err != nil || len(batch.Results) != 3 {
+		t.Fatalf("batch during a 1 s pause: %d %s", resp.StatusCode, body)
+	}
+	for i, r := range batch.Results {
+		if r.Status != "STORE_ERROR" {
+			t.Errorf("batch result %d asked during a 1 s pause, with a 300 ms lookup timeout: %s, want STORE_ERROR (no late success)", i, r.Status)
+		}
+	}
 }
 
 // A slow sender must not hold a lookup slot while it sends: with every slot's worth of

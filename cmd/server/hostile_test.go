@@ -391,7 +391,8 @@ func trickle(ctx context.Context, addr, first, more string) {
 	}
 }
 
-// unreadAnswers pipelines batches with large answers and never reads them.
+// unreadAnswers pipelines batches with large answers and never reads them, with a small
+// receive buffer: the server's writes get stuck on a full socket.
 func unreadAnswers(ctx context.Context, addr string) {
 	keys := make([]string, 3)
 	for i := range keys {
@@ -399,7 +400,22 @@ func unreadAnswers(ctx context.Context, addr string) {
 	}
 	body, _ := json.Marshal(map[string][]string{"contextKeys": keys})
 	req := fmt.Sprintf("POST /memberships HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	trickle(ctx, addr, strings.Repeat(req, 50), "")
+	requests := []byte(strings.Repeat(req, 50))
+	for ctx.Err() == nil {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = conn.(*net.TCPConn).SetReadBuffer(1024)
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		for { // until the server closes the connection, or the attack ends
+			if _, err := conn.Write(requests); err != nil {
+				break
+			}
+		}
+		stop()
+		conn.Close()
+	}
 }
 
 // TestSideListenerIsBounded floods the metrics listener with connections that send nothing
@@ -441,5 +457,44 @@ func TestSideListenerIsBounded(t *testing.T) {
 	}
 	if h := p.holdings(t); h.fds > before.fds+sideConns+10 {
 		t.Errorf("%d fds with %d connections to the metrics listener (%d before), over %d", h.fds, len(conns), before.fds, before.fds+sideConns+10)
+	}
+}
+
+// TestUnreadAnswersDoNotLockOut fills every connection slot with clients that pipeline
+// requests and never read an answer, so that each connection's write is stuck on a full
+// socket: a new client is still answered, since at the limit the connection stuck longest
+// (past stuckGrace) is closed to make room. Without that, the write timeout (an hour here)
+// would be the new client's wait.
+func TestUnreadAnswersDoNotLockOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test: not in -short runs")
+	}
+	const slots = 20
+	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots), "BIGSEG_WRITE_TIMEOUT": "1h"})
+	addr := strings.TrimPrefix(p.URL, "http://")
+	before := p.holdings(t)
+	requests := []byte(strings.Repeat("GET /openapi.yaml HTTP/1.1\r\nHost: x\r\n\r\n", 3000)) // ~50 MB of answers
+	for range slots {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.(*net.TCPConn).SetReadBuffer(1024)
+		go c.Write(requests) // blocks once the server, stuck writing, stops reading
+	}
+	waitFor(t, "every slot taken by a client that reads nothing", func() bool {
+		return p.holdings(t).fds >= before.fds+slots
+	})
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := range 3 {
+		resp, err := client.Get(p.URL + "/livez")
+		if err != nil {
+			t.Fatalf("new client %d, every slot held by unread answers: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("new client %d: %s", i, resp.Status)
+		}
 	}
 }

@@ -12,19 +12,24 @@ import (
 // How long a connection may hold a slot without using it before the connection limit may
 // close it to make room: a new connection that has sent nothing (a client's request arrives
 // within milliseconds of its connection), and a kept-alive one between requests.
+// And how long a write may be stuck (the client takes none of its answers: pipelined
+// requests whose answers it never reads fill the socket buffers) before the connection may be
+// closed likewise.
 const (
 	silentGrace = 100 * time.Millisecond
 	idleGrace   = time.Second
+	stuckGrace  = time.Second
 )
 
 // connLimit is a listener that keeps at most max client connections open at once: each costs
 // a goroutine, buffers and a file descriptor, and nothing else bounds how many a client may
 // open. At the limit, Accept makes room by closing a connection that holds a slot without
 // using it: the one silent longest since it connected (past silentGrace), else the one idle
-// longest since its last answer (past idleGrace). Only when none is does it wait, leaving new
-// connections in the kernel's backlog; a request in progress is bounded by the server's
-// timeouts. The server must report connection states to ConnState, which only touches the
-// connection's own fields: a request costs two atomic stores, not a lock.
+// longest since its last answer (past idleGrace), else the one whose client has taken nothing
+// of its answer longest (a write stuck past stuckGrace). Only when none is does it wait,
+// leaving new connections in the kernel's backlog; a request in progress is bounded by the
+// server's timeouts. The server must report connection states to ConnState, which only
+// touches the connection's own fields: a request costs a few atomic stores, not a lock.
 type connLimit struct {
 	net.Listener
 	slots  chan struct{} // one per open connection
@@ -109,42 +114,55 @@ func (l *connLimit) ConnState(c net.Conn, state http.ConnState) {
 }
 
 // closeUnused closes the connection that has held a slot unused longest past its grace, a
-// silent one before an idle one, if any has; closing it frees its slot.
+// silent one before an idle one before a stuck one, if any has; closing it frees its slot.
 func (l *connLimit) closeUnused(now time.Time) bool {
 	for {
-		victim, since := l.longestUnused(now.UnixNano())
+		victim, since, stuck := l.longestUnused(now.UnixNano())
 		if victim == nil {
 			return false
 		}
-		if victim.waitingSince.CompareAndSwap(since, 0) { // still unused: close it
+		// Still unused? (A stuck write that ends now is no reason to spare its client.)
+		if stuck && victim.writingSince.Load() == since || !stuck && victim.waitingSince.CompareAndSwap(since, 0) {
 			victim.Close()
 			return true
 		}
 	}
 }
 
-// longestUnused finds the connection closeUnused should close, and since when it waits.
-func (l *connLimit) longestUnused(now int64) (victim *limitedConn, since int64) {
+// longestUnused finds the connection closeUnused should close, since when it is unused, and
+// whether it is a stuck write.
+func (l *connLimit) longestUnused(now int64) (victim *limitedConn, since int64, stuck bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	victimServed := false
+	victimRank := 0
 	for c := range l.conns {
-		ws := c.waitingSince.Load()
-		if ws == 0 {
-			continue // a request in progress
-		}
-		served, grace := c.served.Load(), silentGrace
-		if served {
-			grace = idleGrace
-		}
-		if now-ws < int64(grace) {
-			continue
-		}
-		if victim == nil || victimServed && !served || victimServed == served && ws < since {
-			victim, since, victimServed = c, ws, served
+		s, rank, ok := c.unused(now)
+		if ok && (victim == nil || rank < victimRank || rank == victimRank && s < since) {
+			victim, since, victimRank = c, s, rank
 		}
 	}
-	return victim, since
+	return victim, since, victimRank == rankStuck
+}
+
+// How a connection holds its slot unused, in the order they are closed.
+const (
+	rankSilent = iota
+	rankIdle
+	rankStuck
+)
+
+// unused says since when c holds its slot unused, and how, if it has for its grace.
+func (c *limitedConn) unused(now int64) (since int64, rank int, ok bool) {
+	if ws := c.waitingSince.Load(); ws != 0 {
+		if c.served.Load() {
+			return ws, rankIdle, now-ws >= int64(idleGrace)
+		}
+		return ws, rankSilent, now-ws >= int64(silentGrace)
+	}
+	if ws := c.writingSince.Load(); ws != 0 {
+		return ws, rankStuck, now-ws >= int64(stuckGrace)
+	}
+	return 0, 0, false
 }
 
 // limitedConn gives its slot back when it is closed, once.
@@ -155,7 +173,16 @@ type limitedConn struct {
 	// waitingSince is when the connection last began to wait for a request (when it connected
 	// or was last answered), in unix nanoseconds; 0 while a request is in progress.
 	waitingSince atomic.Int64
-	served       atomic.Bool // answered a request before
+	served       atomic.Bool  // answered a request before
+	writingSince atomic.Int64 // when the write in progress began; 0 when none is
+}
+
+// Write notes when a write is in progress, so that one the client never takes can be found.
+func (c *limitedConn) Write(b []byte) (int, error) {
+	c.writingSince.Store(time.Now().UnixNano())
+	n, err := c.Conn.Write(b)
+	c.writingSince.Store(0)
+	return n, err
 }
 
 func (c *limitedConn) Close() error {

@@ -212,6 +212,9 @@ func (c config) redisOptions() (*goredis.UniversalOptions, error) {
 		// One dial attempt per connection: go-redis would otherwise retry a refused dial 5
 		// times with backoffs, inside every lookup.
 		DialerRetries: 1,
+		// Socket deadlines follow a call's context too, not only the read and write timeouts:
+		// so the lookup timeout bounds a read in progress, and a batch never succeeds late.
+		ContextTimeoutEnabled: true,
 		// RESP2: bigseg needs nothing of RESP3, and go-redis checks for RESP3 push
 		// notifications around every read (7% of CPU in the cold benchmark).
 		Protocol: 2,
