@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -47,5 +48,29 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.ServeHTTP(w, req)
+	}
+}
+
+// BenchmarkParseBatch is decoding a batch body of 100 keys (strictly: no repeated fields, no
+// lone surrogates), as POST /memberships does before any lookup.
+func BenchmarkParseBatch(b *testing.B) {
+	s := &server{maxBatch: 1000}
+	var body []byte
+	body = append(body, `{"contextKeys":[`...)
+	for i := range 100 {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `"user-`...)
+		body = strconv.AppendInt(body, int64(i), 10)
+		body = append(body, '"')
+	}
+	body = append(body, "]}"...)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if req, err := s.parseBatch(body); err != nil || len(req.ContextKeys) != 100 {
+			b.Fatalf("%d keys, %v", len(req.ContextKeys), err)
+		}
 	}
 }

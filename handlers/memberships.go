@@ -307,13 +307,16 @@ type errNotStrings struct{ field string }
 
 func (e errNotStrings) Error() string { return e.field + " must be an array of strings" }
 
-// decodeStrings decodes the value of field, which must be an array of strings (not null).
+// decodeStrings decodes the value of field, which must be an array of strings (not null:
+// null leaves the slice nil, where [] makes it empty).
 func decodeStrings(dec *json.Decoder, field string, dst *[]string) error {
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
+	var typeErr *json.UnmarshalTypeError
+	switch err := dec.Decode(dst); {
+	case errors.As(err, &typeErr):
+		return errNotStrings{field}
+	case err != nil:
 		return err
-	}
-	if string(raw) == "null" || json.Unmarshal(raw, dst) != nil {
+	case *dst == nil:
 		return errNotStrings{field}
 	}
 	return nil
