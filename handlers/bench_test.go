@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -73,4 +75,41 @@ func BenchmarkParseBatch(b *testing.B) {
 			b.Fatalf("%d keys, %v", len(req.ContextKeys), err)
 		}
 	}
+}
+
+// BenchmarkHandlerBatch is the whole handler for a batch of 100 keys, cache off, over a store
+// that answers at once with new memberships: everything a batch costs bigseg but Redis and the
+// connection. (It runs unchanged on older revisions, which is how BENCHMARKS.md compares them.)
+func BenchmarkHandlerBatch(b *testing.B) {
+	h := New(segments.New(instantStore{}, segments.WithCache(0, 0)))
+	body := []byte(`{"contextKeys":[`)
+	for i := range 100 {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = strconv.AppendQuote(body, "user-"+strconv.Itoa(i))
+	}
+	body = append(body, "]}"...)
+	w := &discard{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/memberships", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(w, req)
+	}
+}
+
+// instantStore answers every context with a new 4-ref membership, at once.
+type instantStore struct{}
+
+func (instantStore) Memberships(_ context.Context, hashes []string) []segments.Read {
+	reads := make([]segments.Read, len(hashes))
+	for i := range reads {
+		reads[i].Membership = segments.NewMembership([]string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, []string{"blocked.g1"})
+	}
+	return reads
+}
+
+func (instantStore) Metadata(context.Context) (segments.Metadata, error) {
+	return segments.Metadata{LastSynchronized: time.Now()}, nil
 }
