@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -34,12 +32,6 @@ func stormKey(i int) string { return "storm-" + strconv.Itoa(i) }
 // stormContexts is how many storm contexts are seeded: one per bigseg variant (this tree's
 // and the baseline's).
 const stormContexts = 2
-
-// hashKey is the Big Segments hash of a context key: standard base64 of its SHA-256.
-func hashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return base64.StdEncoding.EncodeToString(sum[:])
-}
 
 // membershipSets are the distinct sets the seeded contexts are given: 3 or 4 refs each from a
 // pool of 60 (30 segments, 2 generations each), about a third of them excluded, drawn with a

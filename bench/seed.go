@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bigseg/bigseg/segments"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -46,7 +47,7 @@ func seed(ctx context.Context, c *goredis.Client, n int) (bytesPerContext float6
 	}
 	pipe := c.TxPipeline()
 	for i := range stormContexts {
-		pipe.SAdd(ctx, includePrefix+hashKey(stormKey(i)), sets[0][0]...)
+		pipe.SAdd(ctx, includePrefix+segments.Hash(stormKey(i)), sets[0][0]...)
 	}
 	pipe.Set(ctx, cursorKey, "bench-"+strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	pipe.Set(ctx, syncedOnKey, strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
@@ -80,7 +81,7 @@ func usedMemory(ctx context.Context, c *goredis.Client) (int64, error) {
 func seedBatch(ctx context.Context, c *goredis.Client, sets *[distinctSets][2][]any, from, to int) error {
 	pipe := c.Pipeline()
 	for i := from; i < to; i++ {
-		hash := hashKey(contextKey(i))
+		hash := segments.Hash(contextKey(i))
 		s := sets[setOf(i)]
 		if len(s[0]) > 0 {
 			pipe.SAdd(ctx, includePrefix+hash, s[0]...)

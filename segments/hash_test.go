@@ -9,6 +9,7 @@ func TestHash(t *testing.T) {
 	tests := []struct{ key, want string }{
 		{"", "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="},
 		{"dave", "YeoIA/iFNSO3d9QUrOMTDNTT+S3izX/4aVwzfXnC7u4="},
+		{"alice", "K9gGyX8OAK8aH8Myj6djqSaXI8jbj6xPk69x2xhtbpA="}, // README's example, as the SDKs hash it
 	}
 	for _, tt := range tests {
 		if got := Hash(tt.key); got != tt.want {
