@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,25 +26,33 @@ type certs struct {
 	log                             *slog.Logger
 	observe                         func(failing bool, notAfter time.Time) // metrics
 
-	mu      sync.Mutex
-	checked time.Time
-	files   [3][]byte   // the contents last tried
-	config  *tls.Config // the last good one
+	config atomic.Pointer[tls.Config] // the last good one: handshakes only load it
+
+	mu        sync.Mutex
+	checked   time.Time // when a reload last began
+	reloading bool      // one at a time, and never under mu: the files are read outside it
+
+	// Only the reload in progress touches these.
+	files   [3]string // the contents last tried
+	readErr string    // the last read's error, so that a file that stays unreadable counts once
 	failing bool
 }
 
-// newCerts loads the files; at start, files that do not load are an error.
-func newCerts(certFile, keyFile, clientCAFile string, log *slog.Logger) (*certs, error) {
-	c := &certs{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile, log: log,
-		observe: func(bool, time.Time) {}}
+// newCerts loads the files and reports the certificate to observe; at start, files that do
+// not load are an error.
+func newCerts(certFile, keyFile, clientCAFile string, log *slog.Logger, observe func(bool, time.Time)) (*certs, error) {
+	c := &certs{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile, log: log, observe: observe}
 	files, err := c.read()
 	if err != nil {
 		return nil, err
 	}
-	if c.config, err = c.build(files); err != nil {
+	cfg, err := c.build(files)
+	if err != nil {
 		return nil, err
 	}
+	c.config.Store(cfg)
 	c.files, c.checked = files, time.Now()
+	observe(false, cfg.Certificates[0].Leaf.NotAfter)
 	return c, nil
 }
 
@@ -54,27 +62,41 @@ func (c *certs) serverConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: c.configForClient}
 }
 
+// configForClient serves the last good configuration; at most once a second, and one at a
+// time, the handshake that finds the files due for a look reads them first (no other
+// handshake waits for that read).
 func (c *certs) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now := time.Now(); now.Sub(c.checked) >= certCheckInterval {
-		c.checked = now
-		c.reloadIfChanged()
+	due := !c.reloading && time.Since(c.checked) >= certCheckInterval
+	if due {
+		c.reloading, c.checked = true, time.Now()
 	}
-	return c.config, nil
+	c.mu.Unlock()
+	if due {
+		c.reloadIfChanged()
+		c.mu.Lock()
+		c.reloading = false
+		c.mu.Unlock()
+	}
+	return c.config.Load(), nil
 }
 
 // reloadIfChanged builds a new configuration if the files changed since last tried.
 func (c *certs) reloadIfChanged() {
 	files, err := c.read()
-	if err == nil && equalFiles(files, c.files) {
+	switch {
+	case err == nil && files == c.files:
 		return
-	}
-	if err == nil {
-		c.files = files
+	case err != nil && err.Error() == c.readErr: // still unreadable: already said
+		return
+	case err != nil:
+		c.readErr = err.Error()
+	default:
+		c.files, c.readErr = files, ""
 		var cfg *tls.Config
 		if cfg, err = c.build(files); err == nil {
-			c.config, c.failing = cfg, false
+			c.config.Store(cfg)
+			c.failing = false
 			notAfter := cfg.Certificates[0].Leaf.NotAfter
 			c.observe(false, notAfter)
 			c.log.Info("TLS certificate reloaded", "notAfter", notAfter.UTC().Format(time.RFC3339))
@@ -85,12 +107,12 @@ func (c *certs) reloadIfChanged() {
 		c.log.Error("TLS files changed but do not load; still serving the last good certificate", "err", err.Error())
 	}
 	c.failing = true
-	c.observe(true, c.config.Certificates[0].Leaf.NotAfter)
+	c.observe(true, c.config.Load().Certificates[0].Leaf.NotAfter)
 }
 
 // read reads the files, whole.
-func (c *certs) read() ([3][]byte, error) {
-	var files [3][]byte
+func (c *certs) read() ([3]string, error) {
+	var files [3]string
 	for i, path := range []string{c.certFile, c.keyFile, c.clientCAFile} {
 		if path == "" {
 			continue
@@ -99,14 +121,14 @@ func (c *certs) read() ([3][]byte, error) {
 		if err != nil {
 			return files, fmt.Errorf("TLS files: %w", err)
 		}
-		files[i] = b
+		files[i] = string(b)
 	}
 	return files, nil
 }
 
 // build makes a configuration from the files' contents.
-func (c *certs) build(files [3][]byte) (*tls.Config, error) {
-	cert, err := tls.X509KeyPair(files[0], files[1])
+func (c *certs) build(files [3]string) (*tls.Config, error) {
+	cert, err := tls.X509KeyPair([]byte(files[0]), []byte(files[1]))
 	if err != nil {
 		return nil, fmt.Errorf("BIGSEG_TLS_CERT_FILE/KEY_FILE: %w", err)
 	}
@@ -114,20 +136,10 @@ func (c *certs) build(files [3][]byte) (*tls.Config, error) {
 		NextProtos: []string{"http/1.1"}}
 	if c.clientCAFile != "" {
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(files[2]) {
+		if !pool.AppendCertsFromPEM([]byte(files[2])) {
 			return nil, errors.New("BIGSEG_TLS_CLIENT_CA_FILE: no PEM certificate in it")
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
-}
-
-// equalFiles reports whether two sets of file contents are the same.
-func equalFiles(a, b [3][]byte) bool {
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }

@@ -57,11 +57,11 @@ func healthcheck(ctx context.Context, args []string, getenv func(string) string,
 
 // selfCheck is the URL and client with which this host's server is checked.
 func selfCheck(cfg config) (string, *http.Client, error) {
-	addr, tlsOn := cfg.Addr, cfg.TLSCertFile != ""
+	addrVar, addr, tlsOn := "BIGSEG_ADDR", cfg.Addr, cfg.TLSCertFile != ""
 	if cfg.MetricsAddr != "" {
-		addr, tlsOn = cfg.MetricsAddr, cfg.MetricsTLS
+		addrVar, addr, tlsOn = "BIGSEG_METRICS_ADDR", cfg.MetricsAddr, cfg.MetricsTLS
 	}
-	url, err := livezURL(addr)
+	url, err := livezURL(addrVar, addr)
 	if err != nil || !tlsOn {
 		return url, http.DefaultClient, err
 	}
@@ -78,10 +78,10 @@ func selfCheck(cfg config) (string, *http.Client, error) {
 
 // livezURL is the /livez URL of a server listening on addr: its host, or the loopback address
 // when it listens on every address.
-func livezURL(addr string) (string, error) {
+func livezURL(name, addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" || port == "0" {
-		return "", fmt.Errorf("healthcheck: BIGSEG_ADDR=%q has no fixed port: use --url", addr)
+		return "", fmt.Errorf("healthcheck: %s=%q has no fixed port: use --url", name, addr)
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"

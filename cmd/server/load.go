@@ -28,7 +28,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	if cfg.topology() == topologyNone {
 		return errors.New("load: no Redis configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS")
 	}
-	f, err := fixture.ReadFile(file)
+	f, err := fixture.ReadFileContext(ctx, file)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}

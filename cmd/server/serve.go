@@ -120,12 +120,8 @@ func (a *app) loadCerts(m *metrics.Metrics) (err error) {
 	if a.cfg.TLSCertFile == "" {
 		return nil
 	}
-	if a.certs, err = newCerts(a.cfg.TLSCertFile, a.cfg.TLSKeyFile, a.cfg.TLSClientCAFile, a.log); err != nil {
-		return err
-	}
-	a.certs.observe = m.TLSCertificate
-	m.TLSCertificate(false, a.certs.config.Certificates[0].Leaf.NotAfter)
-	return nil
+	a.certs, err = newCerts(a.cfg.TLSCertFile, a.cfg.TLSKeyFile, a.cfg.TLSClientCAFile, a.log, m.TLSCertificate)
+	return err
 }
 
 // metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond

@@ -325,7 +325,7 @@ func TestHealthcheckDialsTheListenAddress(t *testing.T) {
 	}
 	for addr, want := range map[string]string{":8080": "http://127.0.0.1:8080/livez", "0.0.0.0:8080": "http://127.0.0.1:8080/livez",
 		"[::]:8080": "http://[::1]:8080/livez", "10.1.2.3:8080": "http://10.1.2.3:8080/livez", "[fd00::1]:8080": "http://[fd00::1]:8080/livez"} {
-		if got, err := livezURL(addr); err != nil || got != want {
+		if got, err := livezURL("BIGSEG_ADDR", addr); err != nil || got != want {
 			t.Errorf("livezURL(%q) = %q, %v; want %q", addr, got, err, want)
 		}
 	}
