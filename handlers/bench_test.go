@@ -43,7 +43,7 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
 	svc := segments.New(memory.New(f, time.Now()))
-	h := New(svc, WithRequestObserver(func(string, string, int, time.Duration) {}))
+	h := New(svc, WithRequestObserver(func(string, string, int, time.Duration) {}), WithLoadShedding(1024, 250*time.Millisecond)) // as by default
 	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
 	w := &discard{h: http.Header{}}
 	h.ServeHTTP(w, req)

@@ -64,10 +64,10 @@ func newBodyBudget(bytes int64) *bodyBudget {
 }
 
 // read reads r's body, at most limit bytes, until deadline, reserving memory as it arrives,
-// and then the memory that decoding and answering it will take: uses(body) bytes. The hold
+// and then the memory that decoding and answering it will take: uses(len(body)) bytes. The hold
 // is never nil: call its writing before the answer is written, and release once the request
 // is answered. Errors are those of the body's reader, errNoBodyMemory and errBodyCut.
-func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(body []byte) int64) (body []byte, h *bodyHold, err error) {
+func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(n int64) int64) (body []byte, h *bodyHold, err error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline)
 	h = &bodyHold{b: b, since: time.Now(), cut: func() { _ = rc.SetReadDeadline(time.Now()) }}
@@ -84,7 +84,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, d
 	if err != nil {
 		return nil, h, err
 	}
-	all := int64(cap(body)) + uses(body)
+	all := int64(cap(body)) + uses(int64(len(body)))
 	if err := b.reserve(r.Context(), h, max(all-freeBodyBytes, 0)-h.held, deadline); err != nil {
 		return nil, h, err
 	}
@@ -252,8 +252,11 @@ func (b *bodyBudget) giveBack(rd *bodyHold) {
 }
 
 // wake tells waiters that memory was given back, or a read ended or stopped waiting; b.mu is
-// held.
+// held. Only reads in b.waiting wait on b.changed, so with none there is no one to tell.
 func (b *bodyBudget) wake() {
+	if len(b.waiting) == 0 {
+		return
+	}
 	close(b.changed)
 	b.changed = make(chan struct{})
 }

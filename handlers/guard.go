@@ -43,11 +43,16 @@ type shedder struct {
 	running chan struct{}
 	waiting chan struct{}
 	wait    time.Duration
+	release func() // gives a slot back: made once, so that admitting allocates nothing
 }
 
 func newShedder(limit int, wait time.Duration) *shedder {
-	return &shedder{running: make(chan struct{}, limit), waiting: make(chan struct{}, limit), wait: wait}
+	sh := &shedder{running: make(chan struct{}, limit), waiting: make(chan struct{}, limit), wait: wait}
+	sh.release = func() { <-sh.running }
+	return sh
 }
+
+func noRelease() {}
 
 // admit takes a lookup slot for a request whose input has been read and checked, or answers
 // 429 and returns false. The caller must call release once the lookup is answered. Slots are
@@ -56,11 +61,11 @@ func newShedder(limit int, wait time.Duration) *shedder {
 func (s *server) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	sh := s.shedder
 	if sh == nil {
-		return func() {}, true
+		return noRelease, true
 	}
 	select {
 	case sh.running <- struct{}{}:
-		return func() { <-sh.running }, true
+		return sh.release, true
 	default:
 	}
 	select {
@@ -74,7 +79,7 @@ func (s *server) admit(w http.ResponseWriter, r *http.Request) (release func(), 
 	defer timer.Stop()
 	select {
 	case sh.running <- struct{}{}:
-		return func() { <-sh.running }, true
+		return sh.release, true
 	case <-timer.C:
 	case <-r.Context().Done(): // the client left while waiting
 	}

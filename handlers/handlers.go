@@ -164,8 +164,9 @@ func newServer(svc *segments.Service, opts []Option) *server {
 	for _, o := range opts {
 		o(s)
 	}
-	// Room for the largest batch at least: its body, and what decoding and answering it uses.
-	s.bodies = newBodyBudget(max(s.bodyMemory, s.maxBodyBytes+1+s.maxBodyBytes+lookupBytes*int64(s.maxBatch)))
+	// Room for the largest batch at least: its body's buffer (read up to one byte past the
+	// limit), and what decoding and answering it uses.
+	s.bodies = newBodyBudget(max(s.bodyMemory, s.maxBodyBytes+1+s.batchUses(s.maxBodyBytes)))
 	s.mux = chi.NewRouter()
 	if s.observe != nil {
 		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic

@@ -254,11 +254,11 @@ func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchR
 // bookkeeping.
 const lookupBytes = 256
 
-// batchUses is what decoding and answering body may take in memory: a copy of each key, and
-// lookupBytes per lookup (as many as the body could hold, within the batch limit: each takes
-// at least three bytes, `"",`).
-func (s *server) batchUses(body []byte) int64 {
-	return int64(len(body)) + lookupBytes*int64(min(len(body)/3+1, s.maxBatch))
+// batchUses is what decoding and answering a body of n bytes may take in memory: a copy of
+// each key, and lookupBytes per lookup (as many as the body could hold, within the batch
+// limit: each takes at least three bytes, `"",`).
+func (s *server) batchUses(n int64) int64 {
+	return n + lookupBytes*min(n/3+1, int64(s.maxBatch))
 }
 
 // bodyError is the requestError of a body that could not be read.
@@ -302,30 +302,27 @@ func (s *server) parseBatch(body []byte) (batchRequest, error) {
 	return req, nil
 }
 
-// errNotStrings is the error of a batch field that is not an array of strings.
-type errNotStrings struct{ field string }
-
-func (e errNotStrings) Error() string { return e.field + " must be an array of strings" }
-
 // decodeStrings decodes the value of field, which must be an array of strings (not null:
 // null leaves the slice nil, where [] makes it empty).
 func decodeStrings(dec *json.Decoder, field string, dst *[]string) error {
 	var typeErr *json.UnmarshalTypeError
 	switch err := dec.Decode(dst); {
 	case errors.As(err, &typeErr):
-		return errNotStrings{field}
+		return notStrings(field)
 	case err != nil:
 		return err
 	case *dst == nil:
-		return errNotStrings{field}
+		return notStrings(field)
 	}
 	return nil
 }
 
 // jsonError says what is wrong with a request body in the caller's terms.
+// notStrings is the error of a batch field that is not an array of strings.
+func notStrings(field string) error { return errors.New(field + " must be an array of strings") }
+
 func jsonError(err error) error {
 	var syn *json.SyntaxError
-	var notStrings errNotStrings
 	switch {
 	case errors.Is(err, io.EOF):
 		return errors.New(`request body is empty: want {"contextKeys": [...]} and/or {"contextHashes": [...]}`)
@@ -335,8 +332,6 @@ func jsonError(err error) error {
 		return fmt.Errorf("request body is not valid JSON at byte %d: %v", syn.Offset, syn)
 	case errors.Is(err, strictjson.ErrNotObject):
 		return errors.New(`request body must be a JSON object: {"contextKeys": [...], "contextHashes": [...]}`)
-	case errors.As(err, &notStrings):
-		return notStrings
 	}
-	return err // unknown or repeated fields: already in the caller's terms
+	return err // unknown, repeated or mistyped fields: already in the caller's terms
 }

@@ -37,11 +37,6 @@ func (s *Service) Lookup(ctx context.Context, contextKey string) Answer {
 
 // LookupHash answers for the context with the given hash; see ValidateHash.
 func (s *Service) LookupHash(ctx context.Context, hash string) Answer {
-	if st := s.status.Load(); st != nil { // the usual case: no poll to wait for, a cache hit
-		if m, ok := s.cache.get(hash); ok {
-			return s.answer(hash, m, st.LookupStatus(), true)
-		}
-	}
 	st := s.status.Load()
 	if st == nil { // before the first poll has finished: poll inline, within the lookup timeout
 		var cancel context.CancelFunc
