@@ -25,7 +25,7 @@ func BenchmarkAppendResult(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.b = e.b[:0]
-		e.result(false, "alice", benchResult)
+		e.result("alice", benchResult)
 	}
 	b.SetBytes(int64(len(e.b)))
 }

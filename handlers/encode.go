@@ -80,10 +80,11 @@ func (e *encoder) close() {
 	}
 }
 
-// result appends one lookup's JSON object. key is omitted when byHash.
-func (e *encoder) result(byHash bool, key string, r segments.Answer) {
+// result appends one lookup's JSON object; key is "" for a lookup by hash (keys are never
+// empty), and then omitted.
+func (e *encoder) result(key string, r segments.Answer) {
 	b := append(e.b, '{')
-	if !byHash {
+	if key != "" {
 		b = append(b, `"contextKey":`...)
 		b = appendString(b, key)
 		b = append(b, ',')

@@ -47,9 +47,10 @@ func TestAppendResultIsValidJSON(t *testing.T) {
 		{ContextHash: segments.Hash("k"), Status: segments.Stale},
 		{ContextHash: segments.Hash("k"), Status: segments.StoreError, Err: errors.New("x")},
 	} {
-		for _, byHash := range []bool{false, true} {
+		for _, key := range []string{"key \"with\" quotes", ""} { // "": by hash
+			byHash := key == ""
 			e := &encoder{}
-			e.result(byHash, "key \"with\" quotes", r)
+			e.result(key, r)
 			b := e.b
 			var v map[string]any
 			if err := json.Unmarshal(b, &v); err != nil {

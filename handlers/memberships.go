@@ -40,7 +40,7 @@ func (s *server) lookup(w http.ResponseWriter, r *http.Request, key, hash string
 	}
 	res := s.svc.LookupHash(r.Context(), hash)
 	release() // before writing: a client that reads slowly holds no slot
-	writeLookup(w, key == "", key, res)
+	writeLookup(w, key, res)
 }
 
 // pathKey returns the context key of the request path. chi matches on the escaped path when
@@ -103,15 +103,15 @@ func normalizeHash(h string) (string, error) {
 	return h, segments.ValidateHash(h)
 }
 
-// writeLookup writes one lookup's response: 200, or 503 when the read failed (the service
-// has logged why).
-func writeLookup(w http.ResponseWriter, byHash bool, key string, res segments.Answer) {
+// writeLookup writes one lookup's response (key "" for a lookup by hash): 200, or 503 when
+// the read failed (the service has logged why).
+func writeLookup(w http.ResponseWriter, key string, res segments.Answer) {
 	code := http.StatusOK
 	if res.Err != nil {
 		code = http.StatusServiceUnavailable
 	}
 	e := newEncoder(w, code)
-	e.result(byHash, key, res)
+	e.result(key, res)
 	e.close()
 }
 
@@ -169,7 +169,7 @@ func writeBatch(w http.ResponseWriter, req batchRequest, results []segments.Answ
 		if !byHash {
 			key = req.ContextKeys[i]
 		}
-		e.result(byHash, key, res)
+		e.result(key, res)
 		e.flushIfFull()
 	}
 	e.raw("]}")
