@@ -32,7 +32,9 @@ type Metrics struct {
 	tlsFailing     prometheus.Gauge
 	tlsFailures    prometheus.Counter
 	tlsExpiry      prometheus.Gauge
-	lookups        [3][2]*shardedCounter // by status, then source (store, cache)
+	lookups        [3][2]prometheus.Counter // by status, then source (store, cache)
+	requests       *prometheus.CounterVec
+	durations      *prometheus.HistogramVec
 	storeDuration  *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
 	http           sync.Map // routeKey -> *routeSeries
@@ -79,11 +81,17 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Failed reads of the Big Segment store, by operation (memberships, metadata).",
 		}, []string{"operation"}),
 	}
-	for i := range m.lookups {
-		for j := range m.lookups[i] {
-			m.lookups[i][j] = &shardedCounter{}
+	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bigseg_membership_lookups_total",
+		Help: "Context lookups, by lookup status and source (cache, store)."}, []string{"status", "source"})
+	for i, st := range lookupStatuses {
+		for j, src := range []string{"store", "cache"} {
+			m.lookups[i][j] = lookups.WithLabelValues(string(st), src)
 		}
 	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bigseg_http_requests_total",
+		Help: "HTTP requests, by chi route pattern, method and status code."}, []string{"route", "method", "code"})
+	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bigseg_http_request_duration_seconds",
+		Help: "Duration of HTTP requests, by chi route pattern and method.", Buckets: latencyBuckets}, []string{"route", "method"})
 	m.pollSuccess = m.polls.WithLabelValues("success")
 	m.pollError = m.polls.WithLabelValues("error")
 	m.storeDurations = map[string]prometheus.Observer{}
@@ -91,7 +99,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.storeDurations[op] = m.storeDuration.WithLabelValues(op)
 		m.storeErrors.WithLabelValues(op)
 	}
-	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, m.invalidations, (*requestCollector)(m),
+	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, m.invalidations, lookups, m.requests, m.durations,
 		m.storeDuration, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -155,7 +163,7 @@ func (m *Metrics) Lookup(status segments.LookupStatus, cached bool) {
 	if cached {
 		j = 1
 	}
-	m.lookups[i][j].inc()
+	m.lookups[i][j].Inc()
 }
 
 // StoreRead implements segments.Observer.
@@ -199,11 +207,11 @@ func boolFloat(b bool) float64 {
 
 type routeKey struct{ route, method string }
 
-// routeSeries is the per-request metrics of one route and method.
+// routeSeries is the per-request metrics of one route and method, curried once.
 type routeSeries struct {
-	route, method string
-	duration      *shardedHistogram
-	codes         sync.Map // int -> *shardedCounter
+	duration prometheus.Observer
+	codes    *prometheus.CounterVec
+	byCode   sync.Map // int -> prometheus.Counter
 }
 
 // ObserveRequest records one answered HTTP request; it has the signature of
@@ -215,48 +223,14 @@ func (m *Metrics) ObserveRequest(route, method string, code int, d time.Duration
 	}
 	v, ok := m.http.Load(routeKey{route, method})
 	if !ok {
-		v, _ = m.http.LoadOrStore(routeKey{route, method}, &routeSeries{route: route, method: method, duration: newShardedHistogram(latencyBuckets)})
+		labels := prometheus.Labels{"route": route, "method": method}
+		v, _ = m.http.LoadOrStore(routeKey{route, method}, &routeSeries{duration: m.durations.With(labels), codes: m.requests.MustCurryWith(labels)})
 	}
 	rs := v.(*routeSeries)
-	c, ok := rs.codes.Load(code)
+	c, ok := rs.byCode.Load(code)
 	if !ok {
-		c, _ = rs.codes.LoadOrStore(code, &shardedCounter{})
+		c, _ = rs.byCode.LoadOrStore(code, rs.codes.WithLabelValues(strconv.Itoa(code)))
 	}
-	c.(*shardedCounter).inc()
-	rs.duration.observe(d.Seconds())
-}
-
-var (
-	lookupsDesc = prometheus.NewDesc("bigseg_membership_lookups_total",
-		"Context lookups, by lookup status and source (cache, store).", []string{"status", "source"}, nil)
-	requestsDesc = prometheus.NewDesc("bigseg_http_requests_total",
-		"HTTP requests, by chi route pattern, method and status code.", []string{"route", "method", "code"}, nil)
-	durationDesc = prometheus.NewDesc("bigseg_http_request_duration_seconds",
-		"Duration of HTTP requests, by chi route pattern and method.", []string{"route", "method"}, nil)
-)
-
-// requestCollector exports the sharded per-request metrics.
-type requestCollector Metrics
-
-func (c *requestCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- lookupsDesc
-	ch <- requestsDesc
-	ch <- durationDesc
-}
-
-func (c *requestCollector) Collect(ch chan<- prometheus.Metric) {
-	for i, st := range lookupStatuses {
-		for j, src := range []string{"store", "cache"} {
-			ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, c.lookups[i][j].value(), string(st), src)
-		}
-	}
-	c.http.Range(func(_, v any) bool {
-		rs := v.(*routeSeries)
-		ch <- rs.duration.metric(durationDesc, rs.route, rs.method)
-		rs.codes.Range(func(code, n any) bool {
-			ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, n.(*shardedCounter).value(), rs.route, rs.method, strconv.Itoa(code.(int)))
-			return true
-		})
-		return true
-	})
+	c.(prometheus.Counter).Inc()
+	rs.duration.Observe(d.Seconds())
 }
