@@ -17,7 +17,9 @@ const MaxHashLen = 128
 // every lookup by key starts here.
 func Hash(contextKey string) string {
 	sum := sha256.Sum256([]byte(contextKey))
-	return base64.StdEncoding.EncodeToString(sum[:])
+	var b [44]byte // base64.StdEncoding.EncodedLen(sha256.Size)
+	base64.StdEncoding.Encode(b[:], sum[:])
+	return string(b[:]) // one allocation, where EncodeToString makes two
 }
 
 // ValidateHash reports why s cannot be a context hash, or nil when it can: it must be non-empty,
