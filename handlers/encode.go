@@ -125,6 +125,15 @@ func (e *encoder) raw(s string) { e.b = append(e.b, s...) }
 
 const hexDigits = "0123456789abcdef"
 
+// plain marks the bytes that appendString copies as they are: ASCII from the space up, except
+// the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendString appends s as a JSON string, escaped as encoding/json does without HTML
 // escaping: quotes, backslashes and control characters escaped, invalid UTF-8 replaced by
 // U+FFFD, and U+2028 and U+2029 escaped for JavaScript's sake.
@@ -133,11 +142,11 @@ func appendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
