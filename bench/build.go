@@ -46,15 +46,24 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 	return nil
 }
 
-// buildBaseline checks rev out in a detached worktree and builds its server there. The
-// worktree stays for the memory benchmark until the returned func removes it.
+// buildBaseline checks rev out in a detached worktree and builds its server there; a rev
+// ending in ".patch" is a patch file (bench/ab/), applied to HEAD. The worktree stays for the
+// memory benchmark until the returned func removes it.
 func buildBaseline(ctx context.Context, rev, tmp string, bins binaries) (binaries, func(), error) {
+	patch := ""
+	if strings.HasSuffix(rev, ".patch") {
+		abs, err := filepath.Abs(rev)
+		if err != nil {
+			return bins, func() {}, err
+		}
+		patch, rev = abs, "HEAD"
+	}
 	commit, err := git(ctx, "rev-parse", "--short", rev+"^{commit}")
 	if err != nil {
 		return bins, func() {}, err
 	}
 	dir := filepath.Join(tmp, "baseline")
-	logf("building bigseg@%s (%s) in a temporary worktree", rev, commit)
+	logf("building bigseg@%s (%s) %s in a temporary worktree", rev, commit, patch)
 	if _, err := git(ctx, "worktree", "add", "--detach", dir, commit); err != nil {
 		return bins, func() {}, err
 	}
@@ -62,6 +71,13 @@ func buildBaseline(ctx context.Context, rev, tmp string, bins binaries) (binarie
 		if _, err := git(context.Background(), "worktree", "remove", "--force", dir); err != nil {
 			logf("removing the baseline worktree: %v", err)
 		}
+	}
+	if patch != "" {
+		if _, err := git(ctx, "-C", dir, "apply", patch); err != nil {
+			remove()
+			return bins, func() {}, err
+		}
+		commit += "+" + filepath.Base(patch)
 	}
 	bins.baseline, bins.baselineSrc, bins.baselineCommit = filepath.Join(tmp, "server-baseline"), dir, commit
 	if err := goBuild(ctx, dir, bins.baseline, "./cmd/server"); err != nil {

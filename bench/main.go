@@ -58,7 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.wrapper, "wrapper", true, "measure the LaunchDarkly SDK wrapper too (hot, cold, zipf)")
 	fs.BoolVar(&o.profile, "profile", false, "after the rounds, take CPU profiles of bigseg and the wrapper in each scenario")
 	fs.StringVar(&o.outDir, "out", "bench/results", "directory for the report and profiles")
-	fs.StringVar(&o.baseline, "baseline", "", "git revision of bigseg to measure beside the current tree (A/B)")
+	fs.StringVar(&o.baseline, "baseline", "", "git revision of bigseg to measure beside the current tree (A/B), or a patch (bench/ab/*.patch) applied to HEAD")
 	fs.StringVar(&o.serverCPUs, "server-cpus", "0", "CPU list (taskset) of the servers under test and Redis")
 	fs.StringVar(&o.clientCPUs, "client-cpus", "1", "CPU list (taskset) of wrk")
 	fs.Func("env", "NAME=VALUE for every bigseg server (repeatable)", appendTo(&o.env))
