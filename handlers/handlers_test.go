@@ -539,6 +539,31 @@ func TestRequestLabelsAreBounded(t *testing.T) {
 	}
 }
 
+// A 405, and the answer to OPTIONS, on a path that has routes are labelled "unmatched": chi
+// matched no route for their method (the README's Metrics section says so).
+func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{} // method -> "route code"
+	srv := newServer(t, memoryStore(t, nil), handlers.WithRequestObserver(func(route, method string, code int, _ time.Duration) {
+		mu.Lock()
+		got[method] = route + " " + strconv.Itoa(code)
+		mu.Unlock()
+	}))
+	for _, m := range []string{http.MethodDelete, http.MethodOptions} {
+		req, _ := http.NewRequest(m, srv.URL+"/memberships/alice", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[string]string{"DELETE": "unmatched 405", "OPTIONS": "unmatched 204"}; !maps.Equal(got, want) {
+		t.Errorf("labels %v, want %v", got, want)
+	}
+}
+
 // TestRequestBodiesOnlyWhereRead: a body is refused on every route but POST /memberships, and
 // a request refused before its body was read has its connection closed at once, not read to
 // the end of a body that may never come.
