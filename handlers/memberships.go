@@ -317,10 +317,10 @@ func decodeStrings(dec *json.Decoder, field string, dst *[]string) error {
 	return nil
 }
 
-// jsonError says what is wrong with a request body in the caller's terms.
 // notStrings is the error of a batch field that is not an array of strings.
 func notStrings(field string) error { return errors.New(field + " must be an array of strings") }
 
+// jsonError says what is wrong with a request body in the caller's terms.
 func jsonError(err error) error {
 	var syn *json.SyntaxError
 	switch {

@@ -76,14 +76,7 @@ func TestHostileClients(t *testing.T) {
 	attack(20, unreadAnswers)
 	attack(100, headerFlood)
 
-	var peak holdings
-	var peakGoroutines float64
-	for ctx.Err() == nil {
-		good.lookup()
-		h := p.holdings(t)
-		peak.rssBytes, peak.threads, peak.fds = max(peak.rssBytes, h.rssBytes), max(peak.threads, h.threads), max(peak.fds, h.fds)
-		peakGoroutines = max(peakGoroutines, metricValue(t, good, p.URL, "go_goroutines"))
-	}
+	peak, peakGoroutines := watchPeaks(ctx, t, p, good, p.URL)
 	attackers.Wait()
 	good.lookup()
 
@@ -497,4 +490,16 @@ func TestUnreadAnswersDoNotLockOut(t *testing.T) {
 			t.Fatalf("new client %d: %s", i, resp.Status)
 		}
 	}
+}
+
+// watchPeaks has the good client look up, and samples p's holdings and goroutines (through
+// base), until ctx ends; it returns the peaks.
+func watchPeaks(ctx context.Context, t *testing.T, p *process, good *goodClient, base string) (peak holdings, peakGoroutines float64) {
+	for ctx.Err() == nil {
+		good.lookup()
+		h := p.holdings(t)
+		peak.rssBytes, peak.threads, peak.fds = max(peak.rssBytes, h.rssBytes), max(peak.threads, h.threads), max(peak.fds, h.fds)
+		peakGoroutines = max(peakGoroutines, metricValue(t, good, base, "go_goroutines"))
+	}
+	return peak, peakGoroutines
 }

@@ -53,14 +53,7 @@ func TestHostileTLSClients(t *testing.T) {
 	for range 3 {
 		attackers.Go(func() { unreadH2Answers(ctx, h2Client(t, files), base, 20) })
 	}
-	var peak holdings
-	var peakGoroutines float64
-	for ctx.Err() == nil {
-		good.lookup()
-		h := p.holdings(t)
-		peak.rssBytes, peak.threads, peak.fds = max(peak.rssBytes, h.rssBytes), max(peak.threads, h.threads), max(peak.fds, h.fds)
-		peakGoroutines = max(peakGoroutines, metricValue(t, good, base, "go_goroutines"))
-	}
+	peak, peakGoroutines := watchPeaks(ctx, t, p, good, base)
 	attackers.Wait()
 	t.Logf("before: %v, %v goroutines; peak under attack: %v, %v goroutines; the good client: %d lookups, slowest request %v",
 		before, goroutinesBefore, peak, peakGoroutines, good.ok.Load(), time.Duration(good.slowest.Load()))
