@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/textproto"
 	"os"
 	"strconv"
@@ -39,6 +40,7 @@ func serveHTTP(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on")
 	bodyFile := fs.String("body-file", "", "file holding the response body")
+	pprofAddr := fs.String("pprof-addr", "", "serve Go's /debug/pprof on this address too (bench/paired -p)")
 	headers := headerFlags{}
 	fs.Var(headers, "header", "response header 'Name: value' (repeatable); Content-Length is set from the body")
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +64,17 @@ func serveHTTP(ctx context.Context, args []string, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if *pprofAddr != "" {
+		pln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = psrv.Serve(pln) }()
+		defer psrv.Close()
 	}
 	// bigseg's default http.Server settings.
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
