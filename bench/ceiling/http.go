@@ -66,15 +66,11 @@ func serveHTTP(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	if *pprofAddr != "" {
-		pln, err := net.Listen("tcp", *pprofAddr)
+		stop, err := servePprof(*pprofAddr)
 		if err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = psrv.Serve(pln) }()
-		defer psrv.Close()
+		defer stop()
 	}
 	// bigseg's default http.Server settings.
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
@@ -96,4 +92,17 @@ func serveHTTP(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// servePprof serves Go's CPU profile at addr/debug/pprof/profile until stop is called.
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
