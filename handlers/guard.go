@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
@@ -129,19 +130,14 @@ func (s *server) openStream(w http.ResponseWriter, r *http.Request) (release fun
 	}
 }
 
-// accessLog logs each answered request with its route pattern, never its path: paths hold
-// context keys, which are personal data.
-func (s *server) logAccess(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		code := rec.code
-		if code == 0 {
-			code = http.StatusOK
+// logRequests returns an observer that logs each answered request at info level, by route
+// pattern, never by path (paths hold context keys, which are personal data), then tells next.
+func (s *server) logRequests(next RequestObserver) RequestObserver {
+	return func(route, method string, code int, d time.Duration) {
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", slog.String("method", method),
+			slog.String("route", route), slog.Int("code", code), slog.Float64("ms", float64(d.Microseconds())/1000))
+		if next != nil {
+			next(route, method, code, d)
 		}
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", methodLabel(r.Method)), slog.String("route", routeLabel(r)), slog.Int("code", code),
-			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000))
-	})
+	}
 }

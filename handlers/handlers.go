@@ -168,13 +168,13 @@ func newServer(svc *segments.Service, opts []Option) *server {
 	// limit), and what decoding and answering it uses.
 	s.bodies = newBodyBudget(max(s.bodyMemory, s.maxBodyBytes+1+s.batchUses(s.maxBodyBytes)))
 	s.mux = chi.NewRouter()
+	if s.accessLog {
+		s.observe = s.logRequests(s.observe)
+	}
 	if s.observe != nil {
 		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic
 	}
 	s.mux.Use(s.noBodies, s.closeWhenDraining, s.recoverer, middleware.GetHead)
-	if s.accessLog {
-		s.mux.Use(s.logAccess)
-	}
 	s.mux.NotFound(s.notFound)
 	s.mux.MethodNotAllowed(s.methodNotAllowed)
 	return s
