@@ -63,14 +63,14 @@ func (l *connLimit) Accept() (net.Conn, error) {
 				return nil, err
 			}
 			lc := &limitedConn{Conn: c, l: l}
-			lc.waitingSince.Store(time.Now().UnixNano())
+			lc.waitingSince.Store(monotonicNow())
 			l.mu.Lock()
 			l.conns[lc] = struct{}{}
 			l.mu.Unlock()
 			return lc, nil
 		default:
 		}
-		if l.closeUnused(time.Now()) {
+		if l.closeUnused(monotonicNow()) {
 			continue
 		}
 		if recheck == nil {
@@ -109,15 +109,15 @@ func (l *connLimit) ConnState(c net.Conn, state http.ConnState) {
 		lc.waitingSince.Store(0)
 	case http.StateIdle:
 		lc.served.Store(true)
-		lc.waitingSince.Store(time.Now().UnixNano())
+		lc.waitingSince.Store(monotonicNow())
 	}
 }
 
 // closeUnused closes the connection that has held a slot unused longest past its grace, a
 // silent one before an idle one before a stuck one, if any has; closing it frees its slot.
-func (l *connLimit) closeUnused(now time.Time) bool {
+func (l *connLimit) closeUnused(now int64) bool {
 	for {
-		victim, since, stuck := l.longestUnused(now.UnixNano())
+		victim, since, stuck := l.longestUnused(now)
 		if victim == nil {
 			return false
 		}
@@ -165,13 +165,21 @@ func (c *limitedConn) unused(now int64) (since int64, rank int, ok bool) {
 	return 0, 0, false
 }
 
+// clockStart is where monotonicNow counts from.
+var clockStart = time.Now()
+
+// monotonicNow is the connection limit's clock: nanoseconds since the process started, never
+// 0, on the monotonic clock, so that a step of the wall clock (NTP) can neither make a
+// connection look unused nor spare one.
+func monotonicNow() int64 { return int64(time.Since(clockStart)) + 1 }
+
 // limitedConn gives its slot back when it is closed, once.
 type limitedConn struct {
 	net.Conn
 	l    *connLimit
 	once sync.Once
 	// waitingSince is when the connection last began to wait for a request (when it connected
-	// or was last answered), in unix nanoseconds; 0 while a request is in progress.
+	// or was last answered), by monotonicNow; 0 while a request is in progress.
 	waitingSince atomic.Int64
 	served       atomic.Bool  // answered a request before
 	writingSince atomic.Int64 // when the write in progress began; 0 when none is
@@ -179,7 +187,7 @@ type limitedConn struct {
 
 // Write notes when a write is in progress, so that one the client never takes can be found.
 func (c *limitedConn) Write(b []byte) (int, error) {
-	c.writingSince.Store(time.Now().UnixNano())
+	c.writingSince.Store(monotonicNow())
 	n, err := c.Conn.Write(b)
 	c.writingSince.Store(0)
 	return n, err
