@@ -503,3 +503,60 @@ func watchPeaks(ctx context.Context, t *testing.T, p *process, good *goodClient,
 	}
 	return peak, peakGoroutines
 }
+
+// TestStreamsCannotTakeEveryConnection opens twice as many status streams as there are
+// connection slots, with BIGSEG_MAX_STREAMS at its default, far above them. An open stream is a
+// connection in use, which the limit never closes to make room, so streams are held to half
+// of BIGSEG_MAX_CONNS: a new client is still answered.
+func TestStreamsCannotTakeEveryConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test: not in -short runs")
+	}
+	const slots = 20
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() }) // after the process is killed, which ends every stream
+	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots)})
+	p.logs.wait(t, "BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection")
+	addr := strings.TrimPrefix(p.URL, "http://")
+	before := p.holdings(t)
+	for range 2 * slots {
+		wg.Go(func() { holdStream(ctx, addr) })
+	}
+	waitFor(t, "half the slots held by streams", func() bool { return p.holdings(t).fds >= before.fds+slots/2 })
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range 3 {
+		resp, err := client.Get(p.URL + "/livez")
+		if err != nil {
+			t.Fatalf("new client %d, with streams on every connection they may take: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("new client %d: %s", i, resp.Status)
+		}
+	}
+}
+
+// TestOpenConnectionsGauge checks bigseg_http_open_connections against the connections open:
+// some idle ones, and the scraper's own. (A slot taken by an Accept still waiting for its
+// connection is not an open connection.)
+func TestOpenConnectionsGauge(t *testing.T) {
+	p := startProcess(t, nil)
+	const idle = 5
+	for range idle {
+		c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	g := newGoodClient(p.URL)
+	var open float64
+	waitFor(t, "the gauge to count the idle connections and the scraper's", func() bool {
+		open = metricValue(t, g, p.URL, "bigseg_http_open_connections")
+		return open >= idle+1
+	})
+	if open != idle+1 {
+		t.Errorf("bigseg_http_open_connections = %v with %d connections open", open, idle+1)
+	}
+}

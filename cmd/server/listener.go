@@ -10,8 +10,9 @@ import (
 )
 
 // How long a connection may hold a slot without using it before the connection limit may
-// close it to make room: a new connection that has sent nothing (a client's request arrives
-// within milliseconds of its connection), and a kept-alive one between requests.
+// close it to make room: a new connection that has not sent a whole request header yet (a
+// client's request arrives within milliseconds of its connection; this is what cuts off
+// slowloris), and a kept-alive one between requests.
 // And how long a write may be stuck (the client takes none of its answers: pipelined
 // requests whose answers it never reads fill the socket buffers) before the connection may be
 // closed likewise.
@@ -92,8 +93,13 @@ func (l *connLimit) Close() error {
 	return l.Listener.Close()
 }
 
-// Open is the number of connections open.
-func (l *connLimit) Open() int { return len(l.slots) }
+// Open is the number of client connections open (not the slots taken: a waiting Accept
+// holds one for the connection it has not accepted yet).
+func (l *connLimit) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
 
 // ConnState is the http.Server hook that tells the limit which connections are waiting.
 func (l *connLimit) ConnState(c net.Conn, state http.ConnState) {

@@ -178,7 +178,7 @@ func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Han
 		handlers.WithMaxBodyBytes(a.cfg.MaxBodyBytes),
 		handlers.WithBodyReadTimeout(a.cfg.BodyReadTimeout),
 		handlers.WithBodyMemory(a.cfg.BodyMemoryBytes),
-		handlers.WithMaxStreams(a.cfg.MaxStreams),
+		handlers.WithMaxStreams(a.maxStreams()),
 		handlers.WithRequestObserver(m.ObserveRequest),
 		handlers.WithMetrics(metricsHandler),
 		handlers.WithAPITokens(tokens),
@@ -186,6 +186,18 @@ func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Han
 		handlers.WithAccessLog(a.cfg.AccessLog),
 		handlers.WithStop(a.stop),
 	), nil
+}
+
+// maxStreams is BIGSEG_MAX_STREAMS, held to half of BIGSEG_MAX_CONNS: an open status stream
+// is a connection in use, which the connection limit never closes to make room, so more
+// streams than that could take every connection and lock other clients out.
+func (a *app) maxStreams() int {
+	n := min(a.cfg.MaxStreams, a.cfg.MaxConns/2)
+	if n < a.cfg.MaxStreams {
+		a.log.Warn("BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection",
+			"maxStreams", n)
+	}
+	return n
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
