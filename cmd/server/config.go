@@ -72,7 +72,7 @@ type config struct {
 	MaxInflight                int           `envconfig:"MAX_INFLIGHT" default:"1024" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
 	ShedWait                   time.Duration `envconfig:"SHED_WAIT" default:"250ms" desc:"how long a lookup request may wait for a slot before a 429"`
 	MaxConns                   int           `envconfig:"MAX_CONNS" default:"4096" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
-	MaxStreams                 int           `envconfig:"MAX_STREAMS" default:"1000" desc:"most /status/stream connections open at once (503 beyond)"`
+	MaxStreams                 int           `envconfig:"MAX_STREAMS" default:"1000" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
 	AccessLog                  bool          `envconfig:"ACCESS_LOG" default:"false" desc:"log every request (method, route pattern, code, duration; never the path)"`
 	ReadHeaderTimeout          time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"how long a client may take to send request headers"`
 	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" default:"15s" desc:"how long a client may take to send a whole request"`
