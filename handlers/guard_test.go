@@ -167,3 +167,30 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// The access log is told of every answered request, like the metrics: those refused by the
+// middleware too (here a body where none is read), not only those that reach a route.
+func TestAccessLogCoversRefusedRequests(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	srv := newServer(t, memoryStore(t, nil), handlers.WithLogger(log), handlers.WithAccessLog(true))
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/memberships/alice", strings.NewReader("a body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("GET with a body: %s", resp.Status)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if !strings.Contains(out, `"method":"GET","route":"unmatched","code":400`) { // refused before routing
+		t.Errorf("no access log line for the refused request:\n%s", out)
+	}
+}
