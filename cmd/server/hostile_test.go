@@ -560,3 +560,38 @@ func TestOpenConnectionsGauge(t *testing.T) {
 		t.Errorf("bigseg_http_open_connections = %v with %d connections open", open, idle+1)
 	}
 }
+
+// TestStreamsHeldToHalfTheConnections: with BIGSEG_MAX_STREAMS above half of BIGSEG_MAX_CONNS,
+// half the connections may hold streams, and a stream beyond them is refused.
+func TestStreamsHeldToHalfTheConnections(t *testing.T) {
+	const slots = 20
+	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots), "BIGSEG_MAX_STREAMS": "15"})
+	addr := strings.TrimPrefix(p.URL, "http://")
+	for i := range slots / 2 {
+		if code := openStream(t, addr); code != http.StatusOK {
+			t.Fatalf("stream %d of %d: %d", i+1, slots/2, code)
+		}
+	}
+	if code := openStream(t, addr); code != http.StatusServiceUnavailable {
+		t.Errorf("stream %d: %d, want 503", slots/2+1, code)
+	}
+}
+
+// openStream asks for a status stream on a connection of its own, closed when the test ends,
+// and returns the answer's status code.
+func openStream(t *testing.T, addr string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "GET /status/stream HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode
+}
