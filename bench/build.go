@@ -63,7 +63,11 @@ func buildBaseline(ctx context.Context, rev, tmp string, bins binaries) (binarie
 		return bins, func() {}, err
 	}
 	dir := filepath.Join(tmp, "baseline")
-	logf("building bigseg@%s (%s) %s in a temporary worktree", rev, commit, patch)
+	with := ""
+	if patch != "" {
+		with = " with " + filepath.Base(patch)
+	}
+	logf("building bigseg@%s (%s)%s in a temporary worktree", rev, commit, with)
 	if _, err := git(ctx, "worktree", "add", "--detach", dir, commit); err != nil {
 		return bins, func() {}, err
 	}

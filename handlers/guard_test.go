@@ -140,15 +140,10 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 }
 
 func TestAccessLogHasNoKeys(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	srv := newServer(t, memoryStore(t, nil), handlers.WithStoreName("memory"), handlers.WithLogger(log), handlers.WithAccessLog(true))
+	srv, logged := accessLogged(t)
 	get(t, srv.URL+"/memberships/secret-person%40example.com")
 	get(t, srv.URL+"/memberships?contextHash="+strings.ReplaceAll(segments.Hash("secret-person@example.com"), "+", "%2B"))
-	mu.Lock()
-	out := buf.String()
-	mu.Unlock()
+	out := logged()
 	if !strings.Contains(out, `"route":"/memberships/{contextKey}"`) || !strings.Contains(out, `"code":200`) {
 		t.Errorf("access log lacks the route or code:\n%s", out)
 	}
@@ -157,24 +152,36 @@ func TestAccessLogHasNoKeys(t *testing.T) {
 	}
 }
 
+// accessLogged returns a server with the access log on, and a func that returns what it has
+// logged so far.
+func accessLogged(t *testing.T) (*httptest.Server, func() string) {
+	w := &lockedWriter{}
+	log := slog.New(slog.NewJSONHandler(w, nil))
+	return newServer(t, memoryStore(t, nil), handlers.WithStoreName("memory"), handlers.WithLogger(log), handlers.WithAccessLog(true)), w.String
+}
+
+// lockedWriter is a buffer that the server's goroutines write to and the test reads.
 type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.b.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // The access log is told of every answered request, like the metrics: those refused by the
 // middleware too (here a body where none is read), not only those that reach a route.
 func TestAccessLogCoversRefusedRequests(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	srv := newServer(t, memoryStore(t, nil), handlers.WithLogger(log), handlers.WithAccessLog(true))
+	srv, logged := accessLogged(t)
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/memberships/alice", strings.NewReader("a body"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,10 +194,7 @@ func TestAccessLogCoversRefusedRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("GET with a body: %s", resp.Status)
 	}
-	mu.Lock()
-	out := buf.String()
-	mu.Unlock()
-	if !strings.Contains(out, `"method":"GET","route":"unmatched","code":400`) { // refused before routing
+	if out := logged(); !strings.Contains(out, `"method":"GET","route":"unmatched","code":400`) { // refused before routing
 		t.Errorf("no access log line for the refused request:\n%s", out)
 	}
 }

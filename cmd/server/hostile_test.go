@@ -479,11 +479,18 @@ func TestUnreadAnswersDoNotLockOut(t *testing.T) {
 	waitFor(t, "every slot taken by a client that reads nothing", func() bool {
 		return p.holdings(t).fds >= before.fds+slots
 	})
-	client := &http.Client{Timeout: 30 * time.Second}
+	newClientsAnswered(t, p, 30*time.Second, "every slot held by unread answers")
+}
+
+// newClientsAnswered checks that three new clients in a row are answered by p within
+// timeout each, while what holds its connections is described by while.
+func newClientsAnswered(t *testing.T, p *process, timeout time.Duration, while string) {
+	t.Helper()
+	client := &http.Client{Timeout: timeout}
 	for i := range 3 {
 		resp, err := client.Get(p.URL + "/livez")
 		if err != nil {
-			t.Fatalf("new client %d, every slot held by unread answers: %v", i, err)
+			t.Fatalf("new client %d, %s: %v", i, while, err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
@@ -524,17 +531,7 @@ func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 		wg.Go(func() { holdStream(ctx, addr) })
 	}
 	waitFor(t, "half the slots held by streams", func() bool { return p.holdings(t).fds >= before.fds+slots/2 })
-	client := &http.Client{Timeout: 10 * time.Second}
-	for i := range 3 {
-		resp, err := client.Get(p.URL + "/livez")
-		if err != nil {
-			t.Fatalf("new client %d, with streams on every connection they may take: %v", i, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("new client %d: %s", i, resp.Status)
-		}
-	}
+	newClientsAnswered(t, p, 10*time.Second, "with streams on every connection they may take")
 }
 
 // TestOpenConnectionsGauge checks bigseg_http_open_connections against the connections open:
