@@ -23,7 +23,7 @@ type process struct {
 // startProcess starts the program with the given BIGSEG_* settings (on top of test defaults,
 // nothing inherited) and waits until it listens. It is killed when the test ends, if it is
 // still running.
-func startProcess(t *testing.T, env map[string]string) *process {
+func startProcess(t testing.TB, env map[string]string) *process {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "PATH=" + os.Getenv("PATH")}

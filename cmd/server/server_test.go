@@ -70,7 +70,7 @@ func (l *logs) find(msg string) []map[string]any {
 }
 
 // wait returns the first record with msg, waiting up to 10s for it.
-func (l *logs) wait(t *testing.T, msg string) map[string]any {
+func (l *logs) wait(t testing.TB, msg string) map[string]any {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {

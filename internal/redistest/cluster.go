@@ -2,7 +2,9 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Cluster is a Redis Cluster of masters only, started by the test on free loopback ports.
+// Cluster is a Redis Cluster started by the test on free loopback ports.
 type Cluster struct {
 	Nodes []*Server
 }
@@ -19,21 +21,32 @@ type Cluster struct {
 // "redis-cli --cluster create", and waits until every node reports cluster_state:ok.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartClusterWithReplicas(t, n, 0)
+}
+
+// StartClusterWithReplicas starts masters masters with replicas replicas each. A node is
+// deemed failed after 2 s without an answer (cluster-node-timeout), so that a replica of a
+// killed master is promoted within a few seconds.
+func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		unavailable(t, "redis-cli is not installed")
 	}
 	c := &Cluster{}
-	for range n {
+	for range masters * (1 + replicas) {
 		c.Nodes = append(c.Nodes, Start(t,
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.WaitOK(t)
+	if replicas > 0 {
+		c.waitReplicas(t, masters*replicas)
+	}
 	return c
 }
 
@@ -46,12 +59,23 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
+// running are the nodes not stopped.
+func (c *Cluster) running() []*Server {
+	var out []*Server
+	for _, n := range c.Nodes {
+		if n.Running() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // WaitOK waits until every running node reports cluster_state:ok and all 16384 slots
 // assigned.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range c.Nodes {
+	for _, n := range c.running() {
 		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
 		for {
 			info, err := cl.ClusterInfo(context.Background()).Result()
@@ -65,6 +89,116 @@ func (c *Cluster) WaitOK(t testing.TB) {
 			time.Sleep(50 * time.Millisecond) // polling a condition
 		}
 		cl.Close()
+	}
+}
+
+// waitReplicas waits until every running node counts n replicas linked to their masters.
+func (c *Cluster) waitReplicas(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, node := range c.running() {
+		cl := goredis.NewClient(&goredis.Options{Addr: node.Addr(), MaxRetries: -1})
+		for {
+			slots, err := cl.ClusterSlots(context.Background()).Result()
+			linked := 0
+			for _, s := range slots {
+				linked += len(s.Nodes) - 1
+			}
+			if err == nil && linked >= n && replicasInSync(cl) {
+				break
+			}
+			if time.Now().After(deadline) {
+				cl.Close()
+				t.Fatalf("cluster replicas not linked after 30s: %v %v", err, slots)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a condition
+		}
+		cl.Close()
+	}
+}
+
+// replicasInSync says whether the node, if a replica, has its link to its master up.
+func replicasInSync(cl *goredis.Client) bool {
+	info, err := cl.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return false
+	}
+	return !strings.Contains(info, "role:slave") || strings.Contains(info, "master_link_status:up")
+}
+
+// MasterOf is the node that serves key's slot as master, as the running nodes see it.
+func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
+	t.Helper()
+	addr := c.masterAddrOf(t, key)
+	for _, n := range c.Nodes {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	t.Fatalf("no node at %s", addr)
+	return nil
+}
+
+func (c *Cluster) masterAddrOf(t testing.TB, key string) string {
+	t.Helper()
+	for _, n := range c.running() {
+		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+		slot, err := cl.ClusterKeySlot(context.Background(), key).Result()
+		slots, err2 := cl.ClusterSlots(context.Background()).Result()
+		cl.Close()
+		if err != nil || err2 != nil {
+			continue
+		}
+		for _, s := range slots {
+			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
+				return s.Nodes[0].Addr
+			}
+		}
+	}
+	return ""
+}
+
+// Masters are the running nodes that serve slots as masters.
+func (c *Cluster) Masters(t testing.TB) []*Server {
+	t.Helper()
+	var addrs []string
+	for _, n := range c.running() {
+		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+		slots, err := cl.ClusterSlots(context.Background()).Result()
+		cl.Close()
+		if err != nil {
+			continue
+		}
+		for _, s := range slots {
+			if len(s.Nodes) > 0 && !slices.Contains(addrs, s.Nodes[0].Addr) {
+				addrs = append(addrs, s.Nodes[0].Addr)
+			}
+		}
+		break
+	}
+	var out []*Server
+	for _, n := range c.Nodes {
+		if slices.Contains(addrs, n.Addr()) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitPromoted waits until key's slot is served by a running master other than dead, and
+// the cluster is ok again, as every running node sees it: a replica was promoted.
+func (c *Cluster) WaitPromoted(t testing.TB, dead *Server, key string) *Server {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if addr := c.masterAddrOf(t, key); addr != "" && addr != dead.Addr() {
+			c.WaitOK(t)
+			return c.MasterOf(t, key)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no replica of %s was promoted within 30s", dead.Addr())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
 }
 

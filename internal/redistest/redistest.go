@@ -280,3 +280,10 @@ func (s *Server) Stop() {
 	_ = s.cmd.Wait()
 	s.cmd = nil
 }
+
+// Running says whether the server was started and not stopped since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}

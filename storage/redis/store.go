@@ -24,6 +24,7 @@ type Store struct {
 	prefix      string
 	syncedOnKey string
 	cursorKey   string
+	nodes       *unreachableNodes // a cluster's; nil for other clients
 }
 
 var _ segments.Store = (*Store)(nil)
@@ -33,8 +34,12 @@ func New(client goredis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on",
+	s := &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on",
 		cursorKey: prefix + ":big_segments_cursor"}
+	if cc, ok := client.(*goredis.ClusterClient); ok {
+		s.nodes = newUnreachableNodes(cc)
+	}
+	return s
 }
 
 // IncludeKey is the set of refs a context is included in.
@@ -52,32 +57,42 @@ func (s *Store) CursorKey() string { return s.cursorKey }
 
 // Memberships implements segments.Store with one pipeline of two SMEMBERS per hash: one round
 // trip for any number of contexts on a standalone server (one per node on a cluster, sent
-// concurrently by go-redis). A failure of one context's commands (a key of the wrong type)
-// fails that context only.
+// concurrently by go-redis). A failure of one context's commands (a key of the wrong type, a
+// cluster node down) fails that context only.
 func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Read {
-	pipe := s.client.Pipeline()
-	cmds := make([]*goredis.StringSliceCmd, 2*len(hashes))
-	for i, h := range hashes {
-		cmds[2*i] = pipe.SMembers(ctx, s.IncludeKey(h))
-		cmds[2*i+1] = pipe.SMembers(ctx, s.ExcludeKey(h))
-	}
-	_, execErr := pipe.Exec(ctx)
 	reads := make([]segments.Read, len(hashes))
-	if execErr != nil && !anyErr(cmds) {
-		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
-		// rejected password, on Exec only): its commands' empty results mean nothing.
-		for i := range reads {
-			reads[i].Err = fmt.Errorf("pipeline: %w", execErr)
+	pipe := s.client.Pipeline()
+	cmds := make([]goredis.Cmder, 2*len(hashes)) // nil for a context not read
+	for i, h := range hashes {
+		inc, exc := s.IncludeKey(h), s.ExcludeKey(h)
+		if err := s.nodes.skip(ctx, inc, exc); err != nil {
+			reads[i].Err = err
+			continue
 		}
+		cmds[2*i], cmds[2*i+1] = pipe.SMembers(ctx, inc), pipe.SMembers(ctx, exc)
+	}
+	if pipe.Len() == 0 {
 		return reads
 	}
+	_, execErr := pipe.Exec(ctx)
+	s.nodes.observe(ctx, cmds)
+	ran := anyErr(cmds)
 	for i := range hashes {
-		inc, err := cmds[2*i].Result()
+		if cmds[2*i] == nil {
+			continue
+		}
+		if execErr != nil && !ran {
+			// The pipeline never ran (go-redis reports a failed connection set-up, such as a
+			// rejected password, on Exec only): its commands' empty results mean nothing.
+			reads[i].Err = fmt.Errorf("pipeline: %w", execErr)
+			continue
+		}
+		inc, err := cmds[2*i].(*goredis.StringSliceCmd).Result()
 		if err != nil {
 			reads[i].Err = fmt.Errorf("smembers include: %w", err)
 			continue
 		}
-		exc, err := cmds[2*i+1].Result()
+		exc, err := cmds[2*i+1].(*goredis.StringSliceCmd).Result()
 		if err != nil {
 			reads[i].Err = fmt.Errorf("smembers exclude: %w", err)
 			continue
@@ -87,9 +102,9 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 	return reads
 }
 
-func anyErr[C goredis.Cmder](cmds []C) bool {
+func anyErr(cmds []goredis.Cmder) bool {
 	for _, c := range cmds {
-		if c.Err() != nil {
+		if c != nil && c.Err() != nil {
 			return true
 		}
 	}
@@ -117,8 +132,10 @@ func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 	synced := readBounded(ctx, pipe, s.syncedOnKey, maxSyncedOnBytes)
 	cursor := readBounded(ctx, pipe, s.cursorKey, segments.MaxCursorBytes)
 	_, execErr := pipe.Exec(ctx)
+	all := []goredis.Cmder{exists, synced.length, synced.head, cursor.length, cursor.head}
+	s.nodes.observe(ctx, all)
 	var md segments.Metadata
-	if execErr != nil && !anyErr([]goredis.Cmder{exists, synced.length, synced.head, cursor.length, cursor.head}) {
+	if execErr != nil && !anyErr(all) {
 		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
 		// rejected password, on Exec only): its commands' empty results mean nothing.
 		return md, fmt.Errorf("pipeline: %w", execErr)

@@ -199,6 +199,15 @@ func (h callHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 	return func(ctx context.Context, cmds []goredis.Cmder) error { h(); return next(ctx, cmds) }
 }
 
+// pipelineHook calls f for every pipeline sent.
+type pipelineHook func()
+
+func (h pipelineHook) DialHook(next goredis.DialHook) goredis.DialHook          { return next }
+func (h pipelineHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+func (h pipelineHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error { h(); return next(ctx, cmds) }
+}
+
 // readContinuously reads every context in batches until stop is closed, counting reads and
 // failed reads; wrong answers fail the test.
 func readContinuously(t *testing.T, store *redis.Store, hashes []string, want map[string]map[string]bool, stop <-chan struct{}) (reads, failed *atomic.Int64, done *sync.WaitGroup) {
@@ -330,4 +339,54 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func tail(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
+}
+
+// TestClusterDeadMasterIsNotAskedAgainAtOnce kills a master that has no replica: the first
+// read that reaches it fails its contexts only; the reads right after it do not send its
+// commands at all (ErrNodeUnreachable), so they wait for no retry of it, and still read every
+// other context.
+func TestClusterDeadMasterIsNotAskedAgainAtOnce(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs(), MaxRetries: 1})
+	t.Cleanup(func() { client.Close() })
+	victim := cluster.Nodes[1]
+	var sent atomic.Int64 // pipelines to the victim (a slot map reload asks it single commands)
+	client.OnNewNode(func(node *goredis.Client) {
+		if node.Options().Addr == victim.Addr() {
+			node.AddHook(pipelineHook(func() { sent.Add(1) }))
+		}
+	})
+	contexts, hashes, want := contextsOf(300)
+	store := redis.New(client, "launchdarkly")
+	ctx := context.Background()
+	if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	onVictim := map[string]bool{}
+	for _, h := range hashes {
+		onVictim[h] = cluster.MasterOf(t, store.IncludeKey(h)) == victim || cluster.MasterOf(t, store.ExcludeKey(h)) == victim
+	}
+	victim.Stop()
+	for round := range 2 {
+		before := sent.Load()
+		for i, r := range store.Memberships(ctx, hashes) {
+			h := hashes[i]
+			switch {
+			case onVictim[h] && r.Err == nil:
+				t.Fatalf("round %d: a context on the dead master was answered: %v", round, r.Membership.Map())
+			case !onVictim[h] && r.Err != nil:
+				t.Fatalf("round %d: a context on a live master failed: %v", round, r.Err)
+			case !onVictim[h] && fmt.Sprint(r.Membership.Map()) != fmt.Sprint(want[h]):
+				t.Fatalf("round %d: wrong answer %v", round, r.Membership.Map())
+			case round == 1 && onVictim[h] && !errors.Is(r.Err, redis.ErrNodeUnreachable):
+				t.Fatalf("round %d: a context on the dead master: %v, want ErrNodeUnreachable", round, r.Err)
+			}
+		}
+		switch {
+		case round == 0 && sent.Load() == before:
+			t.Fatal("the first read after the kill sent the dead master nothing: the test counts nothing")
+		case round == 1 && sent.Load() != before:
+			t.Errorf("the read right after the dead master failed sent it %d pipelines", sent.Load()-before)
+		}
+	}
 }
