@@ -3,7 +3,6 @@
 package handlers
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -49,7 +49,7 @@ type server struct {
 	streamWriteTimeout time.Duration
 	stop               <-chan struct{}
 
-	tokens    [][sha256.Size]byte // digests of accepted bearer tokens; none means open
+	tokens    *guard.Tokens // none means open
 	shedder   *shedder
 	accessLog bool
 
@@ -109,13 +109,11 @@ func WithStop(stop <-chan struct{}) Option { return func(s *server) { s.stop = s
 // /memberships route and on /status/stream (which holds a connection open). Probes, /status
 // and /metrics stay open. No tokens means no check.
 func WithAPITokens(tokens []string) Option {
-	return func(s *server) {
-		s.tokens = nil
-		for _, t := range tokens {
-			s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
-		}
-	}
+	return func(s *server) { s.tokens, _ = guard.NewTokens(tokens, "", nil, nil) }
 }
+
+// WithTokens is WithAPITokens with tokens that may change (a file that is re-read).
+func WithTokens(t *guard.Tokens) Option { return func(s *server) { s.tokens = t } }
 
 // WithLoadShedding lets at most limit lookup requests run at once and at most limit more
 // wait up to wait for a slot; others get 429 with Retry-After at once. Probes, /status and

@@ -8,8 +8,8 @@ func (s *server) routes(r chi.Router) {
 	// check (WithAPITokens), so that strangers use no capacity. Lookups then take a slot
 	// (WithLoadShedding) once their input is read and checked; streams one of their own.
 	r.Group(func(r chi.Router) {
-		if len(s.tokens) > 0 {
-			r.Use(s.authenticate)
+		if s.tokens.Enabled() {
+			r.Use(s.tokens.Require(refuse))
 		}
 		r.Get("/memberships/{contextKey}", s.getMembership())
 		r.Get("/memberships", s.getMembershipByHash())

@@ -32,6 +32,9 @@ type Metrics struct {
 	tlsFailing     prometheus.Gauge
 	tlsFailures    prometheus.Counter
 	tlsExpiry      prometheus.Gauge
+	tokensOnce     sync.Once
+	tokensFailing  prometheus.Gauge
+	tokensFailures prometheus.Counter
 	lookups        [3][2]prometheus.Counter // by status, then source (store, cache)
 	requests       *prometheus.CounterVec
 	durations      *prometheus.HistogramVec
@@ -69,6 +72,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Changes of the TLS certificate files on disk that did not load."),
 		tlsExpiry: gauge("bigseg_tls_certificate_expiry_timestamp_seconds",
 			"Unix time when the TLS certificate served on the HTTP listeners expires."),
+		tokensFailing: gauge("bigseg_api_tokens_reload_failing",
+			"1 while the API tokens file changed on disk but does not load (the last good tokens stay in force), else 0."),
+		tokensFailures: counter("bigseg_api_tokens_reload_errors_total",
+			"Changes of the API tokens file on disk that did not load."),
 		invalidations: counter("bigseg_cache_invalidations_total",
 			"Times a status poll found a new cursor (the data changed) and every cached membership was dropped."),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -139,6 +146,16 @@ func (m *Metrics) TLSCertificate(failing bool, notAfter time.Time) {
 		m.tlsFailures.Inc()
 	}
 	m.tlsExpiry.Set(float64(notAfter.Unix()))
+}
+
+// APITokensFile records the state of the API tokens file: failing while the file on disk
+// does not load (the last good tokens stay in force).
+func (m *Metrics) APITokensFile(failing bool) {
+	m.tokensOnce.Do(func() { m.reg.MustRegister(m.tokensFailing, m.tokensFailures) })
+	m.tokensFailing.Set(boolFloat(failing))
+	if failing {
+		m.tokensFailures.Inc()
+	}
 }
 
 // WatchReady exports whether the instance is ready for traffic (what /readyz says), read at

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/bigseg/bigseg/internal/guard"
 )
 
 const envPrefix = "BIGSEG"
@@ -66,7 +67,7 @@ type config struct {
 	PprofAddr                  string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
-	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored)"`
+	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
 	MetricsTLS                 bool          `envconfig:"METRICS_TLS" default:"false" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
 	MaxInflight                int           `envconfig:"MAX_INFLIGHT" default:"1024" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
@@ -241,60 +242,13 @@ func usage(w io.Writer) error {
 	return tw.Flush()
 }
 
-// apiTokens returns the accepted bearer tokens, from the environment or the file.
-func (c config) apiTokens() ([]string, error) {
-	if c.APITokensFile == "" {
-		out := make([]string, 0, len(c.APITokens))
-		for _, t := range c.APITokens {
-			out = append(out, strings.TrimSpace(t))
-		}
-		return out, nil
-	}
-	b, err := readSettingFile(c.APITokensFile)
-	if err != nil {
-		return nil, fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err)
-	}
-	var out []string
-	for line := range strings.Lines(string(b)) {
-		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
-			out = append(out, t)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("BIGSEG_API_TOKENS_FILE: no token in it")
-	}
-	return out, nil
-}
-
-// maxSettingFileBytes bounds the files that settings name (tokens, secrets, certificates):
-// far larger than any real one, so that naming the wrong file (a log, /dev/zero) is an error
-// at once rather than memory spent without bound.
-const maxSettingFileBytes = 1 << 20
-
-// readSettingFile reads a file that a setting names, up to maxSettingFileBytes.
-func readSettingFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSettingFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxSettingFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes: not a setting file", path, maxSettingFileBytes)
-	}
-	return b, nil
-}
-
-// loadKeyPair is tls.LoadX509KeyPair with readSettingFile.
+// loadKeyPair is tls.LoadX509KeyPair with guard.ReadSettingFile.
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := readSettingFile(certFile)
+	cert, err := guard.ReadSettingFile(certFile)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	key, err := readSettingFile(keyFile)
+	key, err := guard.ReadSettingFile(keyFile)
 	if err != nil {
 		return tls.Certificate{}, err
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/bigseg/bigseg/internal/guard"
 )
 
 // Redis topologies, one of which a configuration selects.
@@ -155,7 +157,7 @@ func (c config) redisTLSConfig(serverName string) (*tls.Config, error) {
 		tc.ServerName = c.RedisTLSServerName
 	}
 	if c.RedisTLSCAFile != "" {
-		pem, err := readSettingFile(c.RedisTLSCAFile)
+		pem, err := guard.ReadSettingFile(c.RedisTLSCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE: %w", err)
 		}
@@ -180,7 +182,7 @@ func secret(value, file, fileVar string) (string, error) {
 	if file == "" {
 		return value, nil
 	}
-	b, err := readSettingFile(file)
+	b, err := guard.ReadSettingFile(file)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", fileVar, err)
 	}

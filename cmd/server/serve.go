@@ -20,6 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
@@ -43,15 +44,16 @@ func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.
 // app is the service's parts, built from the configuration by newApp; it owns every resource
 // they hold, and close releases them.
 type app struct {
-	cfg   config
-	log   *slog.Logger
-	store openedStore
-	svc   *segments.Service
-	srv   *http.Server
-	ln    *connLimit
-	sides []*sideServer // the metrics and profiler listeners, when configured
-	certs *certs        // the listeners' TLS files, when configured
-	stop  chan struct{} // closed when the server shuts down: status streams end
+	cfg    config
+	log    *slog.Logger
+	store  openedStore
+	svc    *segments.Service
+	srv    *http.Server
+	ln     *connLimit
+	sides  []*sideServer       // the metrics and profiler listeners, when configured
+	certs  *guard.Certificates // the listeners' TLS files, when configured
+	tokens *guard.Tokens       // the bearer tokens accepted, if any
+	stop   chan struct{}       // closed when the server shuts down: status streams end
 }
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
@@ -109,7 +111,7 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	if a.certs != nil {
-		a.srv.TLSConfig = a.certs.serverConfig()
+		a.srv.TLSConfig = a.certs.ServerConfig()
 	}
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
@@ -120,7 +122,7 @@ func (a *app) loadCerts(m *metrics.Metrics) (err error) {
 	if a.cfg.TLSCertFile == "" {
 		return nil
 	}
-	a.certs, err = newCerts(a.cfg.TLSCertFile, a.cfg.TLSKeyFile, a.cfg.TLSClientCAFile, a.log, m.TLSCertificate)
+	a.certs, err = guard.NewCertificates(a.cfg.TLSCertFile, a.cfg.TLSKeyFile, a.cfg.TLSClientCAFile, []string{"http/1.1"}, a.log, m.TLSCertificate)
 	return err
 }
 
@@ -148,7 +150,7 @@ func (a *app) listen(metricsHandler http.Handler) error {
 		ops := handlers.NewOps(a.svc, handlers.WithLogger(a.log), handlers.WithMetrics(metricsHandler))
 		var tc *tls.Config
 		if a.cfg.MetricsTLS {
-			tc = a.certs.serverConfig()
+			tc = a.certs.ServerConfig()
 		}
 		if err := a.side("metrics", a.cfg.MetricsAddr, ops, tc, 30*time.Second); err != nil {
 			return err
@@ -162,7 +164,8 @@ func (a *app) listen(metricsHandler http.Handler) error {
 
 // handler builds the HTTP API.
 func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Handler, error) {
-	tokens, err := a.cfg.apiTokens()
+	var err error
+	a.tokens, err = guard.NewTokens(a.cfg.APITokens, a.cfg.APITokensFile, a.log, m.APITokensFile)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +184,7 @@ func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Han
 		handlers.WithMaxStreams(a.maxStreams()),
 		handlers.WithRequestObserver(m.ObserveRequest),
 		handlers.WithMetrics(metricsHandler),
-		handlers.WithAPITokens(tokens),
+		handlers.WithTokens(a.tokens),
 		handlers.WithLoadShedding(a.cfg.MaxInflight, a.cfg.ShedWait),
 		handlers.WithAccessLog(a.cfg.AccessLog),
 		handlers.WithStop(a.stop),
@@ -240,9 +243,11 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 }
 
-// reload reads the embedded store's fixture again and serves it: a change, which every
-// instance's cache and status stream follow. With Redis there is nothing to reload.
+// reload reads the API tokens file again, if any, and the embedded store's fixture, and
+// serves it: a change, which every instance's cache and status stream follow. With Redis there
+// is no fixture to reload.
 func (a *app) reload() {
+	a.tokens.Reload()
 	if a.store.reload == nil {
 		a.log.Info("SIGHUP: nothing to reload (the store is Redis)")
 		return

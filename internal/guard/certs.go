@@ -1,0 +1,139 @@
+package guard
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Certificates is a listener's TLS configuration from PEM files: a certificate and key, and
+// optionally a CA whose certificates clients must present (mutual TLS). It reads the files
+// again when they change on disk, at most once per FileCheckInterval, at a handshake: a
+// rotation by cert-manager or Vault agent takes effect at the next connection, without a
+// restart and without touching open ones. Files that no longer load (half written,
+// unreadable, a key that does not match) are refused: the last good configuration stays in
+// use, which is logged once and reported to observe until the files load again.
+type Certificates struct {
+	certFile, keyFile, clientCAFile string
+	protos                          []string
+	log                             *slog.Logger
+	observe                         func(failing bool, notAfter time.Time)
+
+	config atomic.Pointer[tls.Config] // the last good one: handshakes only load it
+	check  recheck
+
+	mu      sync.Mutex // one reload at a time; guards what follows
+	files   [3]string  // the contents last tried
+	readErr string     // the last read's error, so that a file that stays unreadable counts once
+	failing bool
+}
+
+// NewCertificates loads the files and reports the certificate to observe; at start, files
+// that do not load are an error. protos are the ALPN protocols offered (such as "http/1.1").
+func NewCertificates(certFile, keyFile, clientCAFile string, protos []string, log *slog.Logger, observe func(bool, time.Time)) (*Certificates, error) {
+	c := &Certificates{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile, protos: protos, log: log,
+		observe: observe, check: recheck{now: time.Now}}
+	files, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.build(files)
+	if err != nil {
+		return nil, err
+	}
+	c.config.Store(cfg)
+	c.files, c.check.checked = files, time.Now()
+	observe(false, cfg.Certificates[0].Leaf.NotAfter)
+	return c, nil
+}
+
+// MutualTLS says whether clients must present a certificate.
+func (c *Certificates) MutualTLS() bool { return c.clientCAFile != "" }
+
+// ServerConfig is a listener's TLS configuration: TLS 1.2 at least, and per handshake the
+// current certificate (and client CA).
+func (c *Certificates) ServerConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: c.configForClient}
+}
+
+// KeyPair is the certificate and key last loaded.
+func (c *Certificates) KeyPair() tls.Certificate { return c.config.Load().Certificates[0] }
+
+// configForClient serves the last good configuration; the handshake that finds the files due
+// for a look reads them first (no other handshake waits for that read).
+func (c *Certificates) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	if c.check.due() {
+		c.reloadIfChanged()
+		c.check.done()
+	}
+	return c.config.Load(), nil
+}
+
+// reloadIfChanged builds a new configuration if the files changed since last tried.
+func (c *Certificates) reloadIfChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	files, err := c.read()
+	switch {
+	case err == nil && files == c.files:
+		return
+	case err != nil && err.Error() == c.readErr: // still unreadable: already said
+		return
+	case err != nil:
+		c.readErr = err.Error()
+	default:
+		c.files, c.readErr = files, ""
+		var cfg *tls.Config
+		if cfg, err = c.build(files); err == nil {
+			c.config.Store(cfg)
+			c.failing = false
+			notAfter := cfg.Certificates[0].Leaf.NotAfter
+			c.observe(false, notAfter)
+			c.log.Info("TLS certificate reloaded", "notAfter", notAfter.UTC().Format(time.RFC3339))
+			return
+		}
+	}
+	if !c.failing {
+		c.log.Error("TLS files changed but do not load; still serving the last good certificate", "err", err.Error())
+	}
+	c.failing = true
+	c.observe(true, c.config.Load().Certificates[0].Leaf.NotAfter)
+}
+
+// read reads the files, whole.
+func (c *Certificates) read() ([3]string, error) {
+	var files [3]string
+	for i, path := range []string{c.certFile, c.keyFile, c.clientCAFile} {
+		if path == "" {
+			continue
+		}
+		b, err := ReadSettingFile(path)
+		if err != nil {
+			return files, fmt.Errorf("TLS files: %w", err)
+		}
+		files[i] = string(b)
+	}
+	return files, nil
+}
+
+// build makes a configuration from the files' contents.
+func (c *Certificates) build(files [3]string) (*tls.Config, error) {
+	cert, err := tls.X509KeyPair([]byte(files[0]), []byte(files[1]))
+	if err != nil {
+		return nil, fmt.Errorf("BIGSEG_TLS_CERT_FILE/KEY_FILE: %w", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, NextProtos: c.protos}
+	if c.clientCAFile != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(files[2])) {
+			return nil, errors.New("BIGSEG_TLS_CLIENT_CA_FILE: no PEM certificate in it")
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

@@ -1,0 +1,111 @@
+package guard_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/redistest"
+)
+
+// served is the configuration a handshake would get now.
+func served(t *testing.T, c *guard.Certificates) *tls.Config {
+	t.Helper()
+	cfg, err := c.ServerConfig().GetConfigForClient(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, to, string(b))
+}
+
+// TestCertificatesRotation: a new certificate is served from the first handshake a check
+// interval after it is written; files that do not load (a half-written key) keep the last
+// good one, said once and reported as failing until the files load again.
+func TestCertificatesRotation(t *testing.T) {
+	one, two := redistest.NewTLS(t), redistest.NewTLS(t)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		copyFile(t, one.ServerCert, dir+"/cert.pem")
+		copyFile(t, one.ServerKey, dir+"/key.pem")
+		var mu sync.Mutex
+		var failing []bool
+		var logs bytes.Buffer
+		c, err := guard.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", []string{"http/1.1"},
+			slog.New(slog.NewTextHandler(&logs, nil)), func(f bool, _ time.Time) { mu.Lock(); failing = append(failing, f); mu.Unlock() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MutualTLS() || served(t, c).ClientAuth != tls.NoClientCert || served(t, c).NextProtos[0] != "http/1.1" {
+			t.Error("configuration without a client CA")
+		}
+		copyFile(t, two.ServerCert, dir+"/cert.pem")
+		write(t, dir+"/key.pem", "-----BEGIN EC PRIVATE KEY-----\nhalf") // half written
+		for range 3 {
+			time.Sleep(guard.FileCheckInterval)
+			if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, one)) {
+				t.Fatalf("files that do not load replaced the certificate")
+			}
+		}
+		copyFile(t, two.ServerKey, dir+"/key.pem")
+		time.Sleep(guard.FileCheckInterval)
+		if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, two)) || !bytes.Equal(c.KeyPair().Certificate[0], leafDER(t, two)) {
+			t.Error("the new certificate is not served")
+		}
+		if n := strings.Count(logs.String(), "do not load"); n != 1 {
+			t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failing) != 3 || failing[0] || !failing[1] || failing[2] {
+			t.Errorf("observed %v, want [false true false]", failing)
+		}
+	})
+}
+
+// leafDER is the server certificate of f.
+func leafDER(t *testing.T, f *redistest.TLSFiles) []byte {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(f.ServerCert, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair.Certificate[0]
+}
+
+func TestCertificatesClientCA(t *testing.T) {
+	f := redistest.NewTLS(t)
+	c, err := guard.NewCertificates(f.ServerCert, f.ServerKey, f.CAFile, nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := served(t, c); !c.MutualTLS() || cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.ClientCAs == nil {
+		t.Errorf("with a client CA: %v %v", cfg.ClientAuth, cfg.ClientCAs)
+	}
+	dir := t.TempDir()
+	write(t, dir+"/ca.pem", "not a certificate")
+	for _, files := range [][3]string{
+		{f.ServerCert, f.ServerKey, dir + "/ca.pem"},
+		{f.ServerCert, f.ClientKey, ""},
+		{dir + "/missing.pem", f.ServerKey, ""},
+	} {
+		if _, err := guard.NewCertificates(files[0], files[1], files[2], nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {}); err == nil {
+			t.Errorf("%v: loaded", files)
+		}
+	}
+}
