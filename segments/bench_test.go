@@ -92,7 +92,7 @@ func cachedBytesPerContext(t testing.TB, n int) float64 {
 }
 
 // BenchmarkCacheMemory reports the heap bytes each cached context costs once 1,000,000
-// contexts are cached by key. Run with -benchtime=1x.
+// contexts are cached. Run with -benchtime=1x.
 func BenchmarkCacheMemory(b *testing.B) {
 	for b.Loop() {
 		b.ReportMetric(cachedBytesPerContext(b, 1_000_000), "heap-bytes/context")
@@ -115,10 +115,10 @@ func TestCacheMemoryBound(t *testing.T) {
 func BenchmarkLookupCacheHit(b *testing.B) {
 	s := New(newGeneratedStore(200))
 	ctx := context.Background()
-	s.Lookup(ctx, "alice")
+	s.LookupHash(ctx, Hash("alice"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if r := s.Lookup(ctx, "alice"); !r.Cached {
+		if r := s.LookupHash(ctx, Hash("alice")); !r.Cached {
 			b.Fatal("miss")
 		}
 	}
@@ -132,10 +132,10 @@ func BenchmarkLookupMiss(b *testing.B) {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	s.Lookup(ctx, "alice")
+	s.LookupHash(ctx, Hash("alice"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if a := s.Lookup(ctx, "alice"); a.Cached || a.Err != nil {
+		if a := s.LookupHash(ctx, Hash("alice")); a.Cached || a.Err != nil {
 			b.Fatalf("cached %v, err %v", a.Cached, a.Err)
 		}
 	}
@@ -145,13 +145,13 @@ func BenchmarkLookupCacheHitParallel(b *testing.B) {
 	s := New(newGeneratedStore(200))
 	ctx := context.Background()
 	for i := range 1000 {
-		s.Lookup(ctx, "user-"+strconv.Itoa(i))
+		s.LookupHash(ctx, Hash("user-"+strconv.Itoa(i)))
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			s.Lookup(ctx, "user-"+strconv.Itoa(i%1000))
+			s.LookupHash(ctx, Hash("user-"+strconv.Itoa(i%1000)))
 			i++
 		}
 	})

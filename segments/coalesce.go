@@ -7,8 +7,8 @@ const maxReadBatch = 256
 
 // coalescer reads memberships for concurrent cache misses, sharing work two ways:
 //
-//   - a miss for a context already pending or being read waits for that read (singleflight),
-//     so N concurrent misses for one context cost one read;
+//   - a miss for a context already pending or being read joins that read, as singleflight
+//     would, so N concurrent misses for one context cost one read;
 //   - misses for different contexts that arrive while maxInFlight reads are already running
 //     queue up, and the next free reader sends the whole queue (up to maxBatch) as one store
 //     call: one Redis pipeline instead of one round trip each.
@@ -16,11 +16,15 @@ const maxReadBatch = 256
 // Under light load every miss finds a free reader and is read at once, alone: coalescing adds
 // no waiting, only the batching that concurrency makes possible.
 //
-// Readers are goroutines. While Service.Run runs (keep), an idle reader parks and is woken by
-// the next miss, so production pays neither for starting goroutines nor for growing their
-// stacks (a new goroutine's stack grows, by copying, through go-redis's deep call chain: 6% of
-// CPU in the cold benchmark before readers were kept). Otherwise a reader exits as soon as the
-// queue is empty. Run stops the parked readers and waits for every reader before it returns.
+// Readers are goroutines, counted in readers under mu. While Service.Run runs (keep), an idle
+// reader parks and is woken by the next miss, so production pays neither for starting
+// goroutines nor for growing their stacks (a new goroutine's stack grows, by copying, through
+// go-redis's deep call chain: 6% of CPU in the cold benchmark before readers were kept).
+// Otherwise a reader ends as soon as the queue is empty. When Run ends it stops keeping
+// readers and waits until the count is zero. The count is not a sync.WaitGroup because a
+// lookup that outlives the server's shutdown may start a reader while Run waits, and a
+// WaitGroup forbids an Add from zero concurrent with Wait; under mu the two are simply
+// ordered, and the late reader reads its miss and ends.
 //
 // Reads run on a context detached from the callers (one caller giving up must not fail the
 // others), bounded by the service's lookup timeout. A caller stops waiting when its own context
@@ -32,12 +36,12 @@ type coalescer struct {
 
 	mu      sync.Mutex
 	idle    *sync.Cond       // parked readers wait on it, with mu
+	gone    *sync.Cond       // signalled, with mu, when readers drops to zero
 	calls   map[string]*call // pending or being read, by hash
 	queue   []*call          // pending
 	readers int              // reader goroutines, parked ones included
 	parked  int              // readers waiting for work
 	keep    bool             // park idle readers instead of ending them
-	wg      sync.WaitGroup   // every reader
 }
 
 type call struct {
@@ -56,21 +60,25 @@ func newCoalescer(read func([]string) ([]Read, uint64), maxInFlight, maxBatch in
 		calls:       make(map[string]*call),
 	}
 	c.idle = sync.NewCond(&c.mu)
+	c.gone = sync.NewCond(&c.mu)
 	return c
 }
 
 // keepReaders parks idle readers until the returned function is called; that function ends
-// the parked readers and waits until no reader is left.
+// the parked readers and waits until no reader is left, those started meanwhile included.
+// Misses after it returns are still read, by readers that end when the queue is empty.
 func (c *coalescer) keepReaders() (stop func()) {
 	c.mu.Lock()
 	c.keep = true
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.keep = false
 		c.idle.Broadcast()
-		c.mu.Unlock()
-		c.wg.Wait()
+		for c.readers > 0 {
+			c.gone.Wait()
+		}
 	}
 }
 
@@ -89,7 +97,6 @@ func (c *coalescer) get(hash string) *call {
 		c.idle.Signal()
 	case c.readers < c.maxInFlight:
 		c.readers++
-		c.wg.Add(1)
 		go c.readQueue()
 	}
 	return cl
@@ -98,12 +105,14 @@ func (c *coalescer) get(hash string) *call {
 // readQueue reads queued calls, a batch at a time; when the queue is empty it parks (keep)
 // or ends.
 func (c *coalescer) readQueue() {
-	defer c.wg.Done()
 	c.mu.Lock()
 	for {
 		for len(c.queue) == 0 {
 			if !c.keep {
 				c.readers--
+				if c.readers == 0 {
+					c.gone.Broadcast()
+				}
 				c.mu.Unlock()
 				return
 			}
@@ -134,7 +143,8 @@ func (c *coalescer) readQueue() {
 	}
 }
 
-// readBatch reads a batch (Service.readStore turns a store's panic into errors).
+// readBatch reads a batch; it always returns one Read per call (Service.readStore turns a
+// store's panic, or an answer of the wrong length, into errors).
 func (c *coalescer) readBatch(batch []*call) ([]Read, uint64) {
 	hashes := make([]string, len(batch))
 	for i, cl := range batch {

@@ -29,9 +29,9 @@ func TestNewCursorDropsCachedAnswers(t *testing.T) {
 	changes, cancel := s.Subscribe()
 	defer cancel()
 	for range 3 {
-		s.Lookup(ctx, "alice")
+		s.LookupHash(ctx, Hash("alice"))
 	}
-	if r := s.Lookup(ctx, "alice"); !r.Cached {
+	if r := s.LookupHash(ctx, Hash("alice")); !r.Cached {
 		t.Fatal("not cached before the change")
 	}
 	store.patch("alice", []string{"b.g1"}, "v2")
@@ -42,8 +42,8 @@ func TestNewCursorDropsCachedAnswers(t *testing.T) {
 	if got := s.CacheLen(); got != 0 {
 		t.Errorf("CacheLen = %d right after the change, want 0", got)
 	}
-	if r := s.Lookup(ctx, "alice"); r.Cached || len(included(r)) != 1 || included(r)[0] != "b.g1" {
-		t.Errorf("after the change: cached %v, %v; want the new data, read", r.Cached, r.Membership.Map())
+	if r := s.LookupHash(ctx, Hash("alice")); r.Cached || len(included(r)) != 1 || included(r)[0] != "b.g1" {
+		t.Errorf("after the change: cached %v, %v; want the new data, read", r.Cached, mapOf(r.Membership))
 	}
 	if got := obs.dataChanges.Load(); got != 1 {
 		t.Errorf("data changes observed = %d, want 1", got)
@@ -65,7 +65,7 @@ func TestIdleHeartbeatInvalidatesNothing(t *testing.T) {
 	s, store, clk := newTestService(t, WithCache(1000, time.Hour), WithObserver(obs))
 	store.patch("alice", []string{"a.g1"}, "v1")
 	s.Poll(ctx)
-	s.Lookup(ctx, "alice")
+	s.LookupHash(ctx, Hash("alice"))
 	readsBefore := store.reads.Load()
 	changes, cancel := s.Subscribe()
 	defer cancel()
@@ -73,7 +73,7 @@ func TestIdleHeartbeatInvalidatesNothing(t *testing.T) {
 		clk.Add(30 * time.Second)
 		store.setMeta(clk.Now(), nil)
 		s.Poll(ctx)
-		if r := s.Lookup(ctx, "alice"); !r.Cached {
+		if r := s.LookupHash(ctx, Hash("alice")); !r.Cached {
 			t.Fatal("an idle heartbeat dropped the cached answer")
 		}
 	}
@@ -100,7 +100,7 @@ func TestReadRacingAChangeIsNotCached(t *testing.T) {
 		s.Poll(ctx)
 		store.block = make(chan struct{})
 		done := make(chan Answer)
-		go func() { done <- s.Lookup(ctx, "alice") }()
+		go func() { done <- s.LookupHash(ctx, Hash("alice")) }()
 		synctest.Wait() // the read is inside the store, with the old data
 		store.mu.Lock()
 		store.cursor = "v2" // the patch commits ...
@@ -112,10 +112,10 @@ func TestReadRacingAChangeIsNotCached(t *testing.T) {
 		store.block = nil
 		store.mu.Unlock()
 		if r := <-done; included(r)[0] != "old.g1" {
-			t.Fatalf("the racing read answered %v", r.Membership.Map())
+			t.Fatalf("the racing read answered %v", mapOf(r.Membership))
 		}
-		if r := s.Lookup(ctx, "alice"); r.Cached || included(r)[0] != "new.g1" {
-			t.Errorf("after the racing read: cached %v, %v; want the new data, read again", r.Cached, r.Membership.Map())
+		if r := s.LookupHash(ctx, Hash("alice")); r.Cached || included(r)[0] != "new.g1" {
+			t.Errorf("after the racing read: cached %v, %v; want the new data, read again", r.Cached, mapOf(r.Membership))
 		}
 	})
 }
@@ -135,13 +135,13 @@ func TestCursorTTL(t *testing.T) {
 		s, store, clk := newTestService(t, WithCache(1000, 5*time.Second), WithCursorTTL(time.Hour))
 		store.patch("alice", []string{"a.g1"}, tt.cursor)
 		s.Poll(ctx)
-		s.Lookup(ctx, "alice")
+		s.LookupHash(ctx, Hash("alice"))
 		clk.Add(tt.cachedAt)
-		if r := s.Lookup(ctx, "alice"); !r.Cached {
+		if r := s.LookupHash(ctx, Hash("alice")); !r.Cached {
 			t.Errorf("cursor %q: not cached %v after the read", tt.cursor, tt.cachedAt)
 		}
 		clk.Add(tt.goneAt - tt.cachedAt)
-		if r := s.Lookup(ctx, "alice"); r.Cached {
+		if r := s.LookupHash(ctx, Hash("alice")); r.Cached {
 			t.Errorf("cursor %q: still cached %v after the read", tt.cursor, tt.goneAt)
 		}
 	}
@@ -157,12 +157,12 @@ func TestChangeAnsweredWithinOnePollInterval(t *testing.T) {
 		store.patch("alice", []string{"old.g1"}, "v1")
 		go s.Run(ctx)
 		synctest.Wait() // the first poll
-		s.Lookup(ctx, "alice")
+		s.LookupHash(ctx, Hash("alice"))
 		time.Sleep(300 * time.Millisecond) // the commit falls anywhere in a poll interval
 		store.patch("alice", []string{"new.g1"}, "v2")
 		committed := time.Now()
 		for {
-			r := s.Lookup(ctx, "alice")
+			r := s.LookupHash(ctx, Hash("alice"))
 			if included(r)[0] == "new.g1" {
 				if waited := time.Since(committed); waited > time.Second {
 					t.Errorf("the change was answered %v after its commit, over the poll interval of 1s", waited)

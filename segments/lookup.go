@@ -30,12 +30,9 @@ type Answer struct {
 	Cached bool
 }
 
-// Lookup answers for the context with the given key.
-func (s *Service) Lookup(ctx context.Context, contextKey string) Answer {
-	return s.LookupHash(ctx, Hash(contextKey))
-}
-
-// LookupHash answers for the context with the given hash; see ValidateHash.
+// LookupHash answers for the context with the given hash: Hash of its key, or a hash from a
+// caller, which should be checked with ValidateHash first (LookupHash reads whatever it is
+// given). Before the first status poll has finished it polls inline, within the lookup timeout.
 func (s *Service) LookupHash(ctx context.Context, hash string) Answer {
 	st := s.status.Load()
 	if st == nil { // before the first poll has finished: poll inline, within the lookup timeout
@@ -163,8 +160,8 @@ func (s *Service) readDetached(hashes []string) ([]Read, uint64) {
 
 // readStore reads memberships from the store once a read slot is free, timing the read for
 // the observer, and returns them with the cache generation the read started in: what it read
-// may be cached only while that generation lasts. A store that panics or answers for the
-// wrong number of contexts fails this read, not the process.
+// may be cached only while that generation lasts. It always returns one Read per hash: a store
+// that panics or answers for the wrong number of contexts fails this read, not the process.
 func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read, gen uint64) {
 	select {
 	case s.slots <- struct{}{}:
@@ -176,19 +173,13 @@ func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read,
 	}
 	gen = s.cache.currentGeneration()
 	start := time.Now()
-	defer func() {
-		if v := recover(); v != nil {
-			err := fmt.Errorf("read membership: store panicked: %v", v)
-			s.readFailed(ctx, hashes[0], err)
-			s.obs.StoreRead(OpMemberships, time.Since(start), err)
-			reads = failAll(len(hashes), err)
-		}
-	}()
-	reads = s.store.Memberships(ctx, hashes)
-	if len(reads) != len(hashes) {
-		panic(fmt.Sprintf("store returned %d reads for %d contexts", len(reads), len(hashes)))
+	reads, err := s.storeMemberships(ctx, hashes)
+	if err != nil {
+		err = fmt.Errorf("read membership: %w", err)
+		s.readFailed(ctx, hashes[0], err)
+		s.obs.StoreRead(OpMemberships, time.Since(start), err)
+		return failAll(len(hashes), err), gen
 	}
-	var err error
 	for i := range reads {
 		if reads[i].Err == nil && !reads[i].Membership.validUTF8() {
 			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
@@ -201,6 +192,22 @@ func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read,
 	}
 	s.obs.StoreRead(OpMemberships, time.Since(start), err)
 	return reads, gen
+}
+
+// storeMemberships calls the store, and fails the whole read when the store breaks its
+// contract: by panicking (a bug in one store must not take the process down) or by answering
+// for another number of contexts than asked (the reads could not be matched to hashes).
+func (s *Service) storeMemberships(ctx context.Context, hashes []string) (reads []Read, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			reads, err = nil, fmt.Errorf("store panicked: %v", v)
+		}
+	}()
+	reads = s.store.Memberships(ctx, hashes)
+	if len(reads) != len(hashes) {
+		return nil, fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
+	}
+	return reads, nil
 }
 
 func failAll(n int, err error) []Read {

@@ -115,15 +115,6 @@ func (m Membership) validUTF8() bool {
 	return true
 }
 
-// Map returns the membership as a fresh map of ref to included.
-func (m Membership) Map() map[string]bool {
-	out := make(map[string]bool)
-	for r, inc := range m.All() {
-		out[r] = inc
-	}
-	return out
-}
-
 // uvarint decodes a binary.AppendUvarint number from the start of s without converting s to a
 // byte slice; the encodings it reads are only ever made by NewMembership.
 func uvarint(s string) (uint64, int) {

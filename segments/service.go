@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// Defaults, the same as the LaunchDarkly SDKs' except the cache size, which suits a shared
-// service better than a single SDK's 1000.
+// Defaults. The cache TTL, poll interval and staleness threshold are the LaunchDarkly SDKs';
+// the cache size is larger than an SDK's 1000, as suits a service shared by many callers; the
+// cursor TTL, lookup timeout and reads in flight have no SDK counterpart.
 const (
 	DefaultCacheSize     = 100_000
 	DefaultCacheTTL      = 5 * time.Second
@@ -21,10 +22,12 @@ const (
 	DefaultReadsInFlight = 4
 )
 
-// Service answers which Big Segments a context is in: it hashes keys, serves recent answers
-// from a bounded cache, reads the store on misses (one read for concurrent misses of the same
-// context), and keeps the store's status up to date while Run runs. lookup.go has the
-// lookups, status.go the status.
+// Service answers which Big Segments a context is in, by context hash (see Hash): it serves
+// recent answers from a bounded cache, reads the store on misses (one read for concurrent
+// misses of the same context, one store call for misses that queue behind the reads in
+// flight), and keeps the store's status up to date while Run runs. The package documentation
+// has the design; lookup.go has the lookups, coalesce.go the shared reads, cache.go the cache
+// and status.go the status.
 type Service struct {
 	store         Store
 	cache         *cache
@@ -42,7 +45,7 @@ type Service struct {
 	reads         *coalescer         // single lookups' store reads
 	slots         chan struct{}      // store reads in flight, of single lookups and batches alike
 	readErrs      errorLog           // failed reads, logged at most once per interval
-	polls         singleflight.Group // one key: inline polls before the first scheduled one
+	polls         singleflight.Group // one key: inline polls of lookups before any poll finished
 	pollLock      chan struct{}      // one poll at a time, so that each status follows the one before
 	status        atomic.Pointer[StoreStatus]
 
@@ -56,7 +59,8 @@ type Service struct {
 // Option configures a Service.
 type Option func(*Service)
 
-// WithCache sets the membership cache's entry bound and TTL. Either at zero turns the cache
+// WithCache sets the membership cache's entry bound and the TTL of answers read while the
+// store has no cursor (WithCursorTTL sets the other). Either at zero or below turns the cache
 // off. Defaults: DefaultCacheSize, DefaultCacheTTL.
 func WithCache(size int, ttl time.Duration) Option {
 	return func(s *Service) {
@@ -106,7 +110,8 @@ func WithReadyRequiresFresh(b bool) Option {
 	return func(s *Service) { s.readyRequiresFresh = b }
 }
 
-// WithClock replaces time.Now for staleness and cache expiry, so tests can move time.
+// WithClock replaces time.Now for staleness, cache expiry, the spacing of read-failure logs
+// and the times in StoreStatus, so tests can move time.
 func WithClock(now func() time.Time) Option {
 	return func(s *Service) { s.now = now }
 }
@@ -116,12 +121,13 @@ func WithLogger(l *slog.Logger) Option {
 	return func(s *Service) { s.log = l }
 }
 
-// WithObserver sets who is told about lookups, reads and polls (metrics).
+// WithObserver sets who is told about lookups, reads and polls (metrics). Default: no one.
 func WithObserver(o Observer) Option {
 	return func(s *Service) { s.obs = o }
 }
 
-// New returns a Service reading store. It starts nothing: call Run to poll the store's status.
+// New returns a Service reading store. It starts nothing: call Run to poll the store's status
+// and keep store readers ready.
 func New(store Store, opts ...Option) *Service {
 	s := &Service{
 		store:         store,
@@ -164,7 +170,9 @@ func (s *Service) PollInterval() time.Duration { return s.pollInterval }
 // StaleAfter is the configured staleness threshold.
 func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
-// CacheLen is the number of cached memberships, including expired ones not yet dropped.
+// CacheLen is the number of entries the cache holds, at most its bound: an expired entry counts
+// until its generation of the cache is dropped, and an entry copied from the old generation
+// into the young one counts in both.
 func (s *Service) CacheLen() int { return s.cache.len() }
 
 // cacheFor is how long an answer read under st is cached.

@@ -36,20 +36,18 @@ func TestLookup(t *testing.T) {
 		{"nobody", map[string]bool{}},
 	}
 	for _, tt := range tests {
-		r := s.Lookup(context.Background(), tt.key)
-		if r.Err != nil || r.Status != Healthy {
-			t.Fatalf("%s: status %s, err %v", tt.key, r.Status, r.Err)
-		}
-		if r.ContextHash != Hash(tt.key) {
-			t.Errorf("%s: ContextHash = %q", tt.key, r.ContextHash)
-		}
-		if diff := cmp.Diff(tt.want, r.Membership.Map()); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tt.key, diff)
-		}
-	}
-	r := s.LookupHash(context.Background(), Hash("alice"))
-	if r.ContextHash != Hash("alice") || r.Membership.Len() != 2 {
-		t.Errorf("LookupHash: %+v", r)
+		t.Run(tt.key, func(t *testing.T) {
+			r := s.LookupHash(context.Background(), Hash(tt.key))
+			if r.Err != nil || r.Status != Healthy {
+				t.Fatalf("status %s, err %v", r.Status, r.Err)
+			}
+			if r.ContextHash != Hash(tt.key) {
+				t.Errorf("ContextHash = %q, want %q", r.ContextHash, Hash(tt.key))
+			}
+			if diff := cmp.Diff(tt.want, mapOf(r.Membership)); diff != "" {
+				t.Errorf("membership (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -67,7 +65,7 @@ func TestRefsThatAreNotUTF8FailTheirContext(t *testing.T) {
 		t.Errorf("alice: %+v", got[1])
 	}
 	reads := store.reads.Load()
-	if r := s.Lookup(context.Background(), "mallory"); !errors.Is(r.Err, ErrInvalidData) {
+	if r := s.LookupHash(context.Background(), Hash("mallory")); !errors.Is(r.Err, ErrInvalidData) {
 		t.Errorf("again: %+v", r)
 	}
 	if store.reads.Load() != reads+1 {
@@ -80,25 +78,25 @@ func TestCache(t *testing.T) {
 	t.Run("hit, then expiry after TTL", func(t *testing.T) {
 		s, store, clk := newTestService(t, WithCache(10, 5*time.Second))
 		store.put("alice", []string{"a.g1"}, nil)
-		if r := s.Lookup(ctx, "alice"); r.Cached {
+		if r := s.LookupHash(ctx, Hash("alice")); r.Cached {
 			t.Fatal("first lookup came from the cache")
 		}
 		store.put("alice", []string{"b.g1"}, nil) // a change the cache hides until expiry
 		clk.Add(5*time.Second - time.Nanosecond)
-		r := s.Lookup(ctx, "alice")
+		r := s.LookupHash(ctx, Hash("alice"))
 		if !r.Cached || r.ContextHash != Hash("alice") {
 			t.Fatalf("lookup within TTL: cached=%v hash=%q", r.Cached, r.ContextHash)
 		}
-		if _, listed := r.Membership.Map()["a.g1"]; !listed {
-			t.Errorf("cached answer %v, want the first read's", r.Membership.Map())
+		if _, listed := mapOf(r.Membership)["a.g1"]; !listed {
+			t.Errorf("cached answer %v, want the first read's", mapOf(r.Membership))
 		}
 		clk.Add(time.Nanosecond)
-		r = s.Lookup(ctx, "alice")
+		r = s.LookupHash(ctx, Hash("alice"))
 		if r.Cached {
 			t.Fatal("lookup at TTL came from the cache")
 		}
-		if _, listed := r.Membership.Map()["b.g1"]; !listed {
-			t.Errorf("after expiry got %v, want the new data", r.Membership.Map())
+		if _, listed := mapOf(r.Membership)["b.g1"]; !listed {
+			t.Errorf("after expiry got %v, want the new data", mapOf(r.Membership))
 		}
 		if got := store.reads.Load(); got != 2 {
 			t.Errorf("store reads = %d, want 2", got)
@@ -106,9 +104,9 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("no membership is cached", func(t *testing.T) {
 		s, store, _ := newTestService(t)
-		s.Lookup(ctx, "nobody")
-		if r := s.Lookup(ctx, "nobody"); !r.Cached || r.Membership != (Membership{}) {
-			t.Errorf("second lookup: cached=%v membership=%v", r.Cached, r.Membership.Map())
+		s.LookupHash(ctx, Hash("nobody"))
+		if r := s.LookupHash(ctx, Hash("nobody")); !r.Cached || r.Membership != (Membership{}) {
+			t.Errorf("second lookup: cached=%v membership=%v", r.Cached, mapOf(r.Membership))
 		}
 		if got := store.reads.Load(); got != 1 {
 			t.Errorf("store reads = %d, want 1", got)
@@ -117,47 +115,37 @@ func TestCache(t *testing.T) {
 	t.Run("errors are not cached", func(t *testing.T) {
 		s, store, _ := newTestService(t)
 		store.failRead("alice", errBoom)
-		if r := s.Lookup(ctx, "alice"); r.Status != StoreError || !errors.Is(r.Err, errBoom) {
+		if r := s.LookupHash(ctx, Hash("alice")); r.Status != StoreError || !errors.Is(r.Err, errBoom) {
 			t.Fatalf("failed read: status %s, err %v", r.Status, r.Err)
 		}
 		store.failRead("alice", nil)
-		if r := s.Lookup(ctx, "alice"); r.Cached || r.Status != Healthy {
+		if r := s.LookupHash(ctx, Hash("alice")); r.Cached || r.Status != Healthy {
 			t.Errorf("after the failure: cached=%v status=%s", r.Cached, r.Status)
 		}
 		if got := store.reads.Load(); got != 2 {
 			t.Errorf("store reads = %d, want 2", got)
 		}
 	})
-	t.Run("keys and hashes share one entry", func(t *testing.T) {
-		s, store, _ := newTestService(t)
-		s.Lookup(ctx, "alice")
-		if r := s.LookupHash(ctx, Hash("alice")); !r.Cached || r.ContextHash != Hash("alice") {
-			t.Errorf("hash lookup after a key lookup: cached=%v hash=%q", r.Cached, r.ContextHash)
-		}
-		if got := store.reads.Load(); got != 1 {
-			t.Errorf("store reads = %d, want 1", got)
-		}
-	})
 	t.Run("size bound", func(t *testing.T) {
 		s, _, _ := newTestService(t, WithCache(10, time.Hour))
 		for i := range 100 {
-			s.Lookup(ctx, strconv.Itoa(i))
+			s.LookupHash(ctx, Hash(strconv.Itoa(i)))
 			if got := s.CacheLen(); got > 10 {
 				t.Fatalf("CacheLen = %d after %d lookups, over the bound of 10", got, i+1)
 			}
 		}
-		if r := s.Lookup(ctx, "99"); !r.Cached {
+		if r := s.LookupHash(ctx, Hash("99")); !r.Cached {
 			t.Error("the latest entry was not cached")
 		}
-		if r := s.Lookup(ctx, "0"); r.Cached {
+		if r := s.LookupHash(ctx, Hash("0")); r.Cached {
 			t.Error("the oldest of 100 entries is still cached in a cache of 10")
 		}
 	})
 	t.Run("off", func(t *testing.T) {
 		for _, opt := range []Option{WithCache(0, time.Second), WithCache(10, 0)} {
 			s, store, _ := newTestService(t, opt)
-			s.Lookup(ctx, "a")
-			if r := s.Lookup(ctx, "a"); r.Cached {
+			s.LookupHash(ctx, Hash("a"))
+			if r := s.LookupHash(ctx, Hash("a")); r.Cached {
 				t.Error("cache off, but the lookup was cached")
 			}
 			if got := store.reads.Load(); got != 2 {
@@ -177,7 +165,7 @@ func TestConcurrentMissesShareOneRead(t *testing.T) {
 		answers := make([]Answer, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() { answers[i] = s.Lookup(context.Background(), "alice") })
+			wg.Go(func() { answers[i] = s.LookupHash(context.Background(), Hash("alice")) })
 		}
 		synctest.Wait() // every caller waits on the read
 		close(store.block)
@@ -187,7 +175,7 @@ func TestConcurrentMissesShareOneRead(t *testing.T) {
 		}
 		for i, r := range answers {
 			if r.Err != nil || r.Membership.Len() != 1 {
-				t.Fatalf("answer %d: %v, %v", i, r.Membership.Map(), r.Err)
+				t.Fatalf("answer %d: %v, %v", i, mapOf(r.Membership), r.Err)
 			}
 		}
 	})
@@ -201,9 +189,9 @@ func TestCancelledCallerDoesNotFailOthers(t *testing.T) {
 		store.block = make(chan struct{})
 		ctx, cancel := context.WithCancel(context.Background())
 		first := make(chan Answer)
-		go func() { first <- s.Lookup(ctx, "alice") }()
+		go func() { first <- s.LookupHash(ctx, Hash("alice")) }()
 		second := make(chan Answer)
-		go func() { second <- s.Lookup(context.Background(), "alice") }()
+		go func() { second <- s.LookupHash(context.Background(), Hash("alice")) }()
 		synctest.Wait() // both wait on the one read
 		cancel()
 		if r := <-first; !errors.Is(r.Err, context.Canceled) || r.Status != StoreError {
@@ -211,7 +199,7 @@ func TestCancelledCallerDoesNotFailOthers(t *testing.T) {
 		}
 		close(store.block)
 		if r := <-second; r.Err != nil || r.Membership.Len() != 1 {
-			t.Errorf("other caller: %v, %v", r.Membership.Map(), r.Err)
+			t.Errorf("other caller: %v, %v", mapOf(r.Membership), r.Err)
 		}
 		if got := store.reads.Load(); got != 1 {
 			t.Errorf("store reads = %d, want 1", got)
@@ -225,7 +213,7 @@ func TestLookupBatch(t *testing.T) {
 	store.put("alice", []string{"a.g1"}, nil)
 	store.put("bob", nil, []string{"a.g1"})
 	store.failRead("broken", errBoom)
-	s.Lookup(ctx, "bob") // cached by key
+	s.LookupHash(ctx, Hash("bob")) // cached before the batch
 	readsBefore := store.reads.Load()
 
 	hashes := []string{Hash("alice"), Hash("bob"), Hash("alice"), Hash("nobody"), Hash("alice"), Hash("broken")}
@@ -247,7 +235,7 @@ func TestLookupBatch(t *testing.T) {
 	}
 	var gots []got
 	for _, r := range results {
-		gots = append(gots, got{r.ContextHash, r.Membership.Map(), r.Status, r.Cached, r.Err != nil})
+		gots = append(gots, got{r.ContextHash, mapOf(r.Membership), r.Status, r.Cached, r.Err != nil})
 	}
 	if diff := cmp.Diff(want, gots); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
@@ -300,7 +288,7 @@ func TestStatus(t *testing.T) {
 			if st.Available != tt.wantAvail || st.Stale != tt.wantStale {
 				t.Errorf("status = available %v stale %v, want %v %v", st.Available, st.Stale, tt.wantAvail, tt.wantStale)
 			}
-			if r := s.Lookup(ctx, "alice"); r.Status != tt.wantLook || !errors.Is(r.Err, tt.wantErr) {
+			if r := s.LookupHash(ctx, Hash("alice")); r.Status != tt.wantLook || !errors.Is(r.Err, tt.wantErr) {
 				t.Errorf("lookup status = %s (err %v), want %s (err %v)", r.Status, r.Err, tt.wantLook, tt.wantErr)
 			}
 		})
@@ -340,7 +328,7 @@ func TestFirstLookupPollsInline(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			if r := s.Lookup(ctx, "alice"); r.Status != Healthy {
+			if r := s.LookupHash(ctx, Hash("alice")); r.Status != Healthy {
 				t.Errorf("first lookup status = %s, want HEALTHY", r.Status)
 			}
 		})
@@ -352,7 +340,7 @@ func TestFirstLookupPollsInline(t *testing.T) {
 	if got := store.metaReads.Load(); got != 1 {
 		t.Errorf("metadata reads = %d for 20 first lookups, want 1", got)
 	}
-	s.Lookup(ctx, "bob")
+	s.LookupHash(ctx, Hash("bob"))
 	if got := store.metaReads.Load(); got != 1 {
 		t.Errorf("metadata reads = %d after a later lookup, want still 1", got)
 	}
@@ -415,21 +403,25 @@ func TestSubscribeGetsChangesOnly(t *testing.T) {
 }
 
 func TestRunPollsAtStartAndStops(t *testing.T) {
-	s, store, _ := newTestService(t, WithPollInterval(time.Millisecond), WithStaleAfter(time.Minute))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for store.metaReads.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d polls after 5s at a 1ms interval", store.metaReads.Load())
+	synctest.Test(t, func(t *testing.T) {
+		s, store, _ := newTestService(t, WithPollInterval(time.Millisecond), WithStaleAfter(time.Minute))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		synctest.Wait()
+		if got := store.metaReads.Load(); got != 1 {
+			t.Errorf("%d polls at start, want 1", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v", err)
-	}
+		time.Sleep(2 * time.Millisecond) // fake time: two poll intervals
+		synctest.Wait()
+		if got := store.metaReads.Load(); got != 3 {
+			t.Errorf("%d polls after two intervals, want 3", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
 }
 
 // countingObserver records what the service reports.
@@ -456,8 +448,8 @@ func TestObserver(t *testing.T) {
 	obs := &countingObserver{}
 	s, _, _ := newTestService(t, WithObserver(obs))
 	ctx := context.Background()
-	s.Lookup(ctx, "a")
-	s.Lookup(ctx, "a")
+	s.LookupHash(ctx, Hash("a"))
+	s.LookupHash(ctx, Hash("a"))
 	s.LookupBatch(ctx, []string{Hash("a"), Hash("b")})
 	s.Poll(ctx)
 	got := [5]int64{obs.lookups.Load(), obs.cached.Load(), obs.reads.Load(), obs.polls.Load(), obs.changes.Load()}
@@ -505,7 +497,7 @@ func TestBatchesWaitForAReadSlot(t *testing.T) {
 		s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(0))
 		s.Poll(ctx)
 		store.block = make(chan struct{})
-		go s.Lookup(ctx, "a")
+		go s.LookupHash(ctx, Hash("a"))
 		synctest.Wait() // the lookup's read is inside the store
 		done := make(chan []Answer)
 		go func() { done <- s.LookupBatch(ctx, []string{Hash("b"), Hash("c")}) }()
@@ -542,18 +534,18 @@ func TestStatusBeforeFirstPoll(t *testing.T) {
 func TestUnreachableStoreFailsFast(t *testing.T) {
 	ctx := context.Background()
 	s, store, clk := newTestService(t)
-	s.Lookup(ctx, "cached")
+	s.LookupHash(ctx, Hash("cached"))
 	readsBefore := store.reads.Load()
 	store.setMeta(clk.Now(), errBoom)
 	if st := s.Poll(ctx); !st.Unreachable {
 		t.Fatalf("status after a failed poll: %+v", st)
 	}
-	for _, r := range append(s.LookupBatch(ctx, []string{Hash("a"), Hash("b")}), s.Lookup(ctx, "c")) {
+	for _, r := range append(s.LookupBatch(ctx, []string{Hash("a"), Hash("b")}), s.LookupHash(ctx, Hash("c"))) {
 		if r.Status != StoreError || !errors.Is(r.Err, ErrStoreUnreachable) {
 			t.Errorf("lookup while unreachable: %s, %v", r.Status, r.Err)
 		}
 	}
-	if r := s.Lookup(ctx, "cached"); !r.Cached || r.Status != StoreError || r.Err != nil {
+	if r := s.LookupHash(ctx, Hash("cached")); !r.Cached || r.Status != StoreError || r.Err != nil {
 		t.Errorf("cached lookup while unreachable: cached %v, %s, %v", r.Cached, r.Status, r.Err)
 	}
 	if got := store.reads.Load() - readsBefore; got != 0 {
@@ -561,7 +553,7 @@ func TestUnreachableStoreFailsFast(t *testing.T) {
 	}
 	store.setMeta(clk.Now(), fmt.Errorf("%w: not a number", ErrInvalidMetadata))
 	s.Poll(ctx)
-	if r := s.Lookup(ctx, "c"); r.Err != nil || r.Status != StoreError {
+	if r := s.LookupHash(ctx, Hash("c")); r.Err != nil || r.Status != StoreError {
 		t.Errorf("lookup with invalid metadata: %s, %v; want a read answered STORE_ERROR", r.Status, r.Err)
 	}
 }
@@ -575,7 +567,7 @@ func TestLookupTimeout(t *testing.T) {
 		s.Poll(ctx)
 		store.block = make(chan struct{})
 		start := time.Now()
-		r := s.Lookup(ctx, "alice")
+		r := s.LookupHash(ctx, Hash("alice"))
 		var timeout errLookupTimeout
 		if r.Status != StoreError || !errors.As(r.Err, &timeout) {
 			t.Errorf("lookup of a hung store: %s, %v", r.Status, r.Err)
@@ -597,10 +589,10 @@ func TestReadFailuresAreLoggedOncePerInterval(t *testing.T) {
 	s.Poll(ctx)
 	store.failRead("alice", errBoom)
 	for range 100 {
-		s.Lookup(ctx, "alice")
+		s.LookupHash(ctx, Hash("alice"))
 	}
 	clk.Add(readErrorLogInterval)
-	s.Lookup(ctx, "alice")
+	s.LookupHash(ctx, Hash("alice"))
 	mu.Lock()
 	defer mu.Unlock()
 	var failed []int64

@@ -259,9 +259,10 @@ func (sub *subscription) offer(st StoreStatus) {
 }
 
 // Subscribe returns a channel that receives each change of the store's Available or Stale,
-// and of its data (a new cursor), and a function that ends the subscription. The channel holds one status: a subscriber that
-// does not keep up sees only the latest change. Call cancel when done; it never closes the
-// channel, so a receiver must also watch its own context.
+// and of its data (a new cursor), and a function that ends the subscription. Polls that change
+// nothing send nothing. The channel holds one status: a subscriber that does not keep up sees
+// only the latest change. Call cancel when done; it never closes the channel, so a receiver
+// must also watch its own context.
 func (s *Service) Subscribe() (<-chan StoreStatus, func()) {
 	sub := &subscription{ch: make(chan StoreStatus, 1)}
 	s.subsMu.Lock()

@@ -6,7 +6,8 @@ import (
 )
 
 // Store is where a synchronizer has written Big Segments. It only ever sees context hashes,
-// never keys, exactly like the store interface of the LaunchDarkly SDKs.
+// never keys, exactly like the store interface of the LaunchDarkly SDKs. Its methods are
+// called concurrently; the package documentation has the whole contract.
 type Store interface {
 	// Memberships reads the memberships of the contexts with the given hashes, in one round
 	// trip where the store allows it. The result has one Read per hash, in the same order. A
@@ -38,12 +39,14 @@ type Metadata struct {
 }
 
 // Bounds on what a store's metadata may hold; a store reports larger values as
-// ErrInvalidMetadata, and reads no more of them than these.
-var (
-	// MaxSynchronizedOn is the latest synchronization time that is real: the last millisecond
-	// of year 9999 (later ones cannot even be written as RFC 3339).
-	MaxSynchronizedOn = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
-)
+// ErrInvalidMetadata, and reads no more of them than these. They are constants so that no
+// importer can move a bound that every store and fixture must agree on.
+const (
+	// MaxSynchronizedOnMillis is the latest synchronization time that is real, in unix
+	// milliseconds as stores hold it: the last millisecond of year 9999 (later ones cannot even
+	// be written as RFC 3339).
+	MaxSynchronizedOnMillis int64 = 253402300799999
 
-// MaxCursorBytes bounds the length of a cursor.
-const MaxCursorBytes = 1024
+	// MaxCursorBytes bounds the length of a cursor.
+	MaxCursorBytes = 1024
+)

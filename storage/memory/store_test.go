@@ -17,32 +17,36 @@ func TestContract(t *testing.T) {
 		for h, e := range seed.Contexts {
 			f.Contexts = append(f.Contexts, fixture.Context{Hash: h, Included: e.Included, Excluded: e.Excluded})
 		}
-		return memory.New(f, time.Now())
+		return memory.New(f, time.Now)
 	})
 }
 
-func TestLoadTimeCountsAsSynchronization(t *testing.T) {
-	loaded := time.UnixMilli(1764430000000)
+// A fixture without a synchronizedOn of its own is data as of every read: never stale.
+func TestFixtureWithoutSynchronizedOnIsAlwaysFresh(t *testing.T) {
+	now := time.UnixMilli(1764430000000)
 	f, err := fixture.Parse([]byte(`{"contexts":{"alice":{"included":["a.g1"]}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := memory.New(f, loaded)
-	md, err := s.Metadata(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !md.LastSynchronized.Equal(loaded) {
-		t.Errorf("LastSynchronized = %v, want the load time %v", md.LastSynchronized, loaded)
+	s := memory.New(f, func() time.Time { return now })
+	for range 2 {
+		md, err := s.Metadata(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !md.LastSynchronized.Equal(now) {
+			t.Errorf("LastSynchronized = %v, want the time of the read %v", md.LastSynchronized, now)
+		}
+		now = now.Add(time.Hour)
 	}
 	r := s.Memberships(context.Background(), []string{segments.Hash("alice")})[0]
-	if inc, ok := r.Membership.Map()["a.g1"]; !inc || !ok {
-		t.Errorf("alice not included in a.g1: %v", r.Membership.Map())
+	if inc, ok := storetest.Map(r.Membership)["a.g1"]; !inc || !ok {
+		t.Errorf("alice not included in a.g1: %v", storetest.Map(r.Membership))
 	}
 }
 
 func TestReplace(t *testing.T) {
-	s := memory.New(nil, time.Now())
+	s := memory.New(nil, time.Now)
 	if s.Len() != 0 {
 		t.Fatalf("Len = %d, want 0", s.Len())
 	}
@@ -50,7 +54,7 @@ func TestReplace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Replace(f, time.Now())
+	s.Replace(f)
 	if s.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", s.Len())
 	}
@@ -58,7 +62,7 @@ func TestReplace(t *testing.T) {
 
 // A reload is a change: the store's cursor is the fixture's, or a count of its loads.
 func TestReloadIsAChange(t *testing.T) {
-	s := memory.New(nil, time.Now())
+	s := memory.New(nil, time.Now)
 	cursor := func() string {
 		md, err := s.Metadata(context.Background())
 		if err != nil {
@@ -67,11 +71,11 @@ func TestReloadIsAChange(t *testing.T) {
 		return md.Cursor
 	}
 	first := cursor()
-	s.Replace(nil, time.Now())
+	s.Replace(nil)
 	if second := cursor(); second == first || second == "" {
 		t.Errorf("cursor after a reload without one of its own: %q, before %q", second, first)
 	}
-	s.Replace(&fixture.Fixture{Cursor: "v7"}, time.Now())
+	s.Replace(&fixture.Fixture{Cursor: "v7"})
 	if got := cursor(); got != "v7" {
 		t.Errorf("cursor of a fixture with one: %q, want v7", got)
 	}

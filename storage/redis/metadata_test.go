@@ -72,7 +72,7 @@ func TestMetadataReadsBoundedValues(t *testing.T) {
 		{"cursor of segments.MaxCursorBytes", synced, strings.Repeat("c", segments.MaxCursorBytes), ""},
 		{"synchronized_on of 33 bytes", strings.Repeat("0", 20) + synced, "v1", store.SynchronizedOnKey() + " holds 33 bytes"},
 		{"synchronized_on of 32 bytes", strings.Repeat("0", 19) + synced, "v1", ""},
-		{"synchronized_on at the end of year 9999", strconv.FormatInt(segments.MaxSynchronizedOn.UnixMilli(), 10), "v1", ""},
+		{"synchronized_on at the end of year 9999", strconv.FormatInt(segments.MaxSynchronizedOnMillis, 10), "v1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

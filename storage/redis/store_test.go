@@ -122,7 +122,7 @@ func TestWrongTypeFailsThatContextOnly(t *testing.T) {
 		t.Errorf("bad context: err = %v, want WRONGTYPE", reads[0].Err)
 	}
 	if reads[1].Err != nil || reads[1].Membership.Len() != 1 {
-		t.Errorf("good context: %v, %v", reads[1].Membership.Map(), reads[1].Err)
+		t.Errorf("good context: %v, %v", storetest.Map(reads[1].Membership), reads[1].Err)
 	}
 }
 
@@ -170,7 +170,7 @@ func TestRejectedPasswordFailsReads(t *testing.T) {
 	store := redis.New(c, "")
 	for i, r := range store.Memberships(context.Background(), []string{segments.Hash("a"), segments.Hash("b")}) {
 		if r.Err == nil || !strings.Contains(r.Err.Error(), "WRONGPASS") {
-			t.Errorf("read %d: %v, %v; want a WRONGPASS error", i, r.Membership.Map(), r.Err)
+			t.Errorf("read %d: %v, %v; want a WRONGPASS error", i, storetest.Map(r.Membership), r.Err)
 		}
 	}
 	if _, err := store.Metadata(context.Background()); err == nil {

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/internal/storetest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -44,7 +45,7 @@ func check(t *testing.T, store *redis.Store, hashes []string, want map[string]ma
 			failed++
 			continue
 		}
-		got := r.Membership.Map()
+		got := storetest.Map(r.Membership)
 		if fmt.Sprint(got) != fmt.Sprint(want[hashes[i]]) {
 			t.Errorf("context %d: got %v, want %v", i, got, want[hashes[i]])
 		}
@@ -373,11 +374,11 @@ func TestClusterDeadMasterIsNotAskedAgainAtOnce(t *testing.T) {
 			h := hashes[i]
 			switch {
 			case onVictim[h] && r.Err == nil:
-				t.Fatalf("round %d: a context on the dead master was answered: %v", round, r.Membership.Map())
+				t.Fatalf("round %d: a context on the dead master was answered: %v", round, storetest.Map(r.Membership))
 			case !onVictim[h] && r.Err != nil:
 				t.Fatalf("round %d: a context on a live master failed: %v", round, r.Err)
-			case !onVictim[h] && fmt.Sprint(r.Membership.Map()) != fmt.Sprint(want[h]):
-				t.Fatalf("round %d: wrong answer %v", round, r.Membership.Map())
+			case !onVictim[h] && fmt.Sprint(storetest.Map(r.Membership)) != fmt.Sprint(want[h]):
+				t.Fatalf("round %d: wrong answer %v", round, storetest.Map(r.Membership))
 			case round == 1 && onVictim[h] && !errors.Is(r.Err, redis.ErrNodeUnreachable):
 				t.Fatalf("round %d: a context on the dead master: %v, want ErrNodeUnreachable", round, r.Err)
 			}
