@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 )
 
@@ -24,14 +26,19 @@ type LoadOptions struct {
 	// SynchronizedOn is written as the synchronization time once every context is written;
 	// the zero time is written as 0, never synchronized.
 	SynchronizedOn time.Time
-	// Cursor is written as the data's version with the synchronization time, so that every
-	// instance reading the store sees the load as a change at its next poll; empty means a new
-	// one, "load-<unix ms>-<random>".
+	// Cursor is the data's version, written with the synchronization time so that every
+	// instance reading the store sees the load as a change at its next poll (and drops its
+	// cached answers), unless it is the stored one already. Empty means a new one,
+	// "load-<unix ms>-<random>", if the load changed anything, and the stored one kept if it
+	// did not.
 	Cursor string
 	// BatchSize is how many contexts go in one pipeline; 0 means 1000.
 	BatchSize int
-	// Progress, when set, is called after each batch with the contexts written so far.
-	Progress func(done, total int)
+	// Progress, when set, is told how far Load has got: after each batch while Writing,
+	// after each page of keys scanned and each pipeline of deletions while Deleting, with Done
+	// on the last report of each phase. It is called on the loading goroutines one at a time,
+	// so it should be quick; throttling what it shows is its own business.
+	Progress func(Progress)
 }
 
 // LoadStats counts what Load did.
@@ -41,18 +48,56 @@ type LoadStats struct {
 	RefsRemoved  int // refs removed from listed contexts (Replace)
 	KeysDeleted  int // sets of unlisted contexts deleted (Replace)
 	SyncedOnMsec int64
-	Cursor       string
+	// Cursor is the cursor stored once Load is done ("" for none), and CursorChanged says
+	// whether Load wrote it: when it did, running instances drop their cached answers.
+	Cursor        string
+	CursorChanged bool
+}
+
+// Changed says whether Load changed any membership.
+func (st LoadStats) Changed() bool { return st.RefsAdded+st.RefsRemoved+st.KeysDeleted > 0 }
+
+// Phase is a phase of Load, as Progress tells it.
+type Phase int
+
+const (
+	// Writing writes the contexts given, a batch at a time: their refs are added and, with
+	// Replace, the refs they no longer list are removed.
+	Writing Phase = iota
+	// Deleting (Replace only) scans the keys under the prefix, and deletes the sets of the
+	// contexts not given.
+	Deleting
+)
+
+// Progress is how far Load has got, as LoadOptions.Progress is told.
+type Progress struct {
+	Phase Phase
+	// Done is set on the last report of a phase, once the phase has succeeded.
+	Done bool
+	// Total is how many contexts were given.
+	Total int
+	// Scanned counts the keys Deleting has looked at.
+	Scanned int
+	// LoadStats counts what has been done so far (its Cursor and SyncedOnMsec are not set yet).
+	LoadStats
 }
 
 // Load writes contexts in the LaunchDarkly Big Segments layout, then the synchronization
-// time, for demos, tests and migrations. It is idempotent. Nothing relies on transactions,
-// which Redis Cluster cannot run across slots (a context's two sets are in different slots):
-// additions are written before removals, so a reader during a load sees a context's old refs,
-// its new ones, or both, never neither.
+// time and, if the data changed, a cursor, for demos, tests and migrations. It is idempotent,
+// and a load that changes nothing keeps the cursor, so that running instances keep their
+// cached answers. Nothing relies on transactions, which Redis Cluster cannot run across slots
+// (a context's two sets are in different slots): additions are written before removals, so a
+// reader during a load sees a context's old refs, its new ones, or both, never neither.
 func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadOptions) (LoadStats, error) {
 	batch := opts.BatchSize
 	if batch <= 0 {
 		batch = 1000
+	}
+	report := func(p Progress) {
+		if opts.Progress != nil {
+			p.Total = len(contexts)
+			opts.Progress(p)
+		}
 	}
 	var st LoadStats
 	listed := make(map[string]struct{}, len(contexts))
@@ -65,13 +110,16 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 			listed[c.Hash] = struct{}{}
 		}
 		st.Contexts += len(chunk)
-		if opts.Progress != nil {
-			opts.Progress(st.Contexts, len(contexts))
-		}
+		report(Progress{Phase: Writing, Done: st.Contexts == len(contexts), LoadStats: st})
+	}
+	if len(contexts) == 0 {
+		report(Progress{Phase: Writing, Done: true})
 	}
 	if opts.Replace {
-		n, err := s.deleteUnlisted(ctx, listed)
-		st.KeysDeleted = n
+		err := s.deleteUnlisted(ctx, listed, func(scanned, deleted int, done bool) {
+			st.KeysDeleted = deleted
+			report(Progress{Phase: Deleting, Done: done, Scanned: scanned, LoadStats: st})
+		})
 		if err != nil {
 			return st, err
 		}
@@ -79,9 +127,23 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 	if !opts.SynchronizedOn.IsZero() {
 		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
 	}
+	stored, err := s.storedCursor(ctx)
+	if err != nil {
+		return st, err
+	}
 	st.Cursor = opts.Cursor
-	if st.Cursor == "" {
+	switch {
+	case st.Cursor == "" && !st.Changed() && stored != nil:
+		st.Cursor = *stored // nothing to tell the instances
+	case st.Cursor == "":
 		st.Cursor = newCursor()
+	}
+	st.CursorChanged = stored == nil || st.Cursor != *stored
+	if !st.CursorChanged {
+		if err := s.client.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0).Err(); err != nil {
+			return st, fmt.Errorf("set %s: %w", s.syncedOnKey, err)
+		}
+		return st, nil
 	}
 	// After every context: no instance sees the new cursor before the data it stands for.
 	// One MULTI/EXEC, but on a cluster, where the two keys are in different slots unless the
@@ -90,7 +152,7 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 	if _, cluster := s.client.(*goredis.ClusterClient); cluster {
 		write = s.client.Pipelined
 	}
-	_, err := write(ctx, func(p goredis.Pipeliner) error {
+	_, err = write(ctx, func(p goredis.Pipeliner) error {
 		p.Set(ctx, s.cursorKey, st.Cursor, 0)
 		p.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0)
 		return nil
@@ -99,6 +161,22 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 		return st, fmt.Errorf("set %s and %s: %w", s.cursorKey, s.syncedOnKey, err)
 	}
 	return st, nil
+}
+
+// storedCursor returns the cursor stored, "" for none, or nil when the key holds something no
+// instance takes for a cursor (too long, or not a string), which a load replaces.
+func (s *Store) storedCursor(ctx context.Context) (*string, error) {
+	pipe := s.client.Pipeline()
+	r := readBounded(ctx, pipe, s.cursorKey, segments.MaxCursorBytes)
+	_, _ = pipe.Exec(ctx) // each command's error is read by value
+	v, err := r.value()
+	switch {
+	case errors.Is(err, segments.ErrInvalidMetadata):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read the stored cursor: %w", err)
+	}
+	return &v, nil
 }
 
 // newCursor makes up a version for a load: when, and a random part, so that two loads in the
@@ -159,49 +237,79 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace 
 }
 
 // deleteUnlisted deletes the include and exclude sets of every context under the prefix
-// that is not in listed, scanning every master of a cluster.
-func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}) (int, error) {
+// that is not in listed, scanning every master of a cluster, and reports the keys scanned
+// and deleted after each page of the scan and each pipeline of deletions (one report at a
+// time), then once more with done once all are deleted.
+func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, report func(scanned, deleted int, done bool)) error {
 	include, exclude := s.IncludeKey(""), s.ExcludeKey("")
 	var mu sync.Mutex // cluster masters are scanned concurrently
-	deleted := 0
+	scanned, deleted := 0, 0
+	count := func(keys, dels int) {
+		mu.Lock()
+		defer mu.Unlock()
+		scanned, deleted = scanned+keys, deleted+dels
+		report(scanned, deleted, false)
+	}
+	// One DEL per key (keys of a cluster may be in any slot), pipelined.
+	del := func(ctx context.Context, keys []string) error {
+		pipe := s.client.Pipeline()
+		for _, k := range keys {
+			pipe.Del(ctx, k)
+		}
+		cmds, err := pipe.Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("delete sets of unlisted contexts: %w", err)
+		}
+		n := 0
+		for _, c := range cmds {
+			n += int(c.(*goredis.IntCmd).Val())
+		}
+		count(0, n)
+		return nil
+	}
 	scan := func(ctx context.Context, c goredis.Cmdable) error {
 		for _, prefix := range []string{include, exclude} {
-			iter := c.Scan(ctx, 0, escapeGlob(prefix)+"*", 1000).Iterator()
+			// Deleting while scanning is safe: SCAN returns every key that is there from its
+			// start to its end, and deleting keys does not make it skip others.
 			var stale []string
-			for iter.Next(ctx) {
-				if _, ok := listed[strings.TrimPrefix(iter.Val(), prefix)]; !ok {
-					stale = append(stale, iter.Val())
-				}
-			}
-			if err := iter.Err(); err != nil {
-				return fmt.Errorf("scan %s*: %w", prefix, err)
-			}
-			// One DEL per key (keys of a cluster may be in any slot), pipelined.
-			for start := 0; start < len(stale); start += 1000 {
-				pipe := s.client.Pipeline()
-				for _, k := range stale[start:min(start+1000, len(stale))] {
-					pipe.Del(ctx, k)
-				}
-				cmds, err := pipe.Exec(ctx)
+			for cursor := uint64(0); ; {
+				keys, next, err := c.Scan(ctx, cursor, escapeGlob(prefix)+"*", 1000).Result()
 				if err != nil {
-					return fmt.Errorf("delete sets of unlisted contexts: %w", err)
+					return fmt.Errorf("scan %s*: %w", prefix, err)
 				}
-				mu.Lock()
-				for _, c := range cmds {
-					deleted += int(c.(*goredis.IntCmd).Val())
+				for _, k := range keys {
+					if _, ok := listed[strings.TrimPrefix(k, prefix)]; !ok {
+						stale = append(stale, k)
+					}
 				}
-				mu.Unlock()
+				count(len(keys), 0)
+				cursor = next
+				if len(stale) > 0 && (cursor == 0 || len(stale) >= 1000) {
+					if err := del(ctx, stale); err != nil {
+						return err
+					}
+					stale = stale[:0]
+				}
+				if cursor == 0 {
+					break
+				}
 			}
 		}
 		return nil
 	}
+	var err error
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
 			return scan(ctx, master)
 		})
-		return deleted, err
+	} else {
+		err = scan(ctx, s.client)
 	}
-	return deleted, scan(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	report(scanned, deleted, true)
+	return nil
 }
 
 // escapeGlob escapes SCAN MATCH's special characters, so a prefix is matched literally.

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/internal/storetest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -27,7 +29,7 @@ func readAll(t *testing.T, store *redis.Store, keys []string) map[string]map[str
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		out[keys[i]] = r.Membership.Map()
+		out[keys[i]] = storetest.Map(r.Membership)
 	}
 	return out
 }
@@ -50,14 +52,18 @@ func TestLoad(t *testing.T) {
 		ctxOf("bob", nil, []string{"a.g1"}),
 		ctxOf("carol", []string{"a.g1"}, nil),
 	}
-	var progress []int
+	var progress []redis.Progress
 	st, err := store.Load(ctx, first, redis.LoadOptions{SynchronizedOn: synced, BatchSize: 2,
-		Progress: func(done, total int) { progress = append(progress, done) }})
+		Progress: func(p redis.Progress) { progress = append(progress, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Contexts != 3 || st.RefsAdded != 5 || !cmp.Equal(progress, []int{2, 3}) {
-		t.Errorf("first load: %+v, progress %v", st, progress)
+	wantProgress := []redis.Progress{
+		{Phase: redis.Writing, Total: 3, LoadStats: redis.LoadStats{Contexts: 2, RefsAdded: 4}},
+		{Phase: redis.Writing, Total: 3, Done: true, LoadStats: redis.LoadStats{Contexts: 3, RefsAdded: 5}},
+	}
+	if diff := cmp.Diff(wantProgress, progress); st.Contexts != 3 || st.RefsAdded != 5 || diff != "" {
+		t.Errorf("first load: %+v, progress (-want +got):\n%s", st, diff)
 	}
 	want := map[string]map[string]bool{
 		"alice": {"a.g1": true, "b.g1": true, "c.g1": false},
@@ -106,18 +112,146 @@ func TestLoad(t *testing.T) {
 	if v, _ := c.Get(ctx, store.SynchronizedOnKey()).Result(); v != strconv.FormatInt(synced.Add(time.Hour).UnixMilli(), 10) {
 		t.Errorf("synchronized_on = %q", v)
 	}
-	// Every load writes a cursor: the one given, or a new one.
-	if v, _ := c.Get(ctx, store.CursorKey()).Result(); v != st.Cursor || !strings.HasPrefix(v, "load-") {
-		t.Errorf("cursor = %q, stats say %q", v, st.Cursor)
+	// A load that changed something writes a new cursor (TestLoadCursor has the rest).
+	if v, _ := c.Get(ctx, store.CursorKey()).Result(); v != st.Cursor || !strings.HasPrefix(v, "load-") || !st.CursorChanged {
+		t.Errorf("cursor = %q, stats say %q (changed: %v)", v, st.Cursor, st.CursorChanged)
 	}
-	again, err := store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced})
-	if err != nil || again.Cursor == st.Cursor {
-		t.Errorf("a second load: cursor %q (the first was %q), %v", again.Cursor, st.Cursor, err)
+}
+
+// A new cursor empties the cache of every running instance, so a load writes one only when
+// it changed something, or when the file gives a cursor other than the stored one.
+// synchronized_on is written by every load.
+func TestLoadCursor(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Client(t)
+	store := redis.New(c, redistest.Prefix(t, c))
+	alice := func(refs ...string) fixture.Context {
+		return fixture.Context{Hash: segments.Hash("alice"), Included: refs}
 	}
-	if st, err := store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced, Cursor: "v9"}); err != nil || st.Cursor != "v9" {
-		t.Errorf("a load with a cursor: %+v, %v", st, err)
+	bob := fixture.Context{Hash: segments.Hash("bob"), Excluded: []string{"b.g1"}}
+	const (
+		unchanged = "(unchanged)" // the cursor stored before the load
+		made      = "(new)"       // a new load-... cursor
+		none      = "(none)"      // no cursor key at all
+	)
+	steps := []struct {
+		name     string
+		before   func() // run first, to set up what the step is about
+		contexts []fixture.Context
+		opts     redis.LoadOptions
+		want     string // the cursor stored after the load, or one of the above
+	}{
+		{name: "nothing into nothing writes no cursor", want: none},
+		{name: "first load", contexts: []fixture.Context{alice("a.g1"), bob}, want: made},
+		{name: "the same again", contexts: []fixture.Context{alice("a.g1"), bob}, want: unchanged},
+		{name: "a subset, adding only", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
+		{name: "the same with replace", contexts: []fixture.Context{alice("a.g1"), bob}, opts: redis.LoadOptions{Replace: true}, want: unchanged},
+		{name: "a ref added", contexts: []fixture.Context{alice("a.g1", "a.g2")}, want: made},
+		{name: "replace removing a ref", contexts: []fixture.Context{alice("a.g1"), bob}, opts: redis.LoadOptions{Replace: true}, want: made},
+		{name: "replace deleting an unlisted context", contexts: []fixture.Context{alice("a.g1")}, opts: redis.LoadOptions{Replace: true}, want: made},
+		{name: "the file's cursor, new", contexts: []fixture.Context{alice("a.g1")}, opts: redis.LoadOptions{Cursor: "v9"}, want: "v9"},
+		{name: "the file's cursor, stored already", contexts: []fixture.Context{alice("a.g1")}, opts: redis.LoadOptions{Cursor: "v9"}, want: unchanged},
+		{name: "no cursor, nothing changed, after the file's", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
+		{name: "a stored cursor too long to be one is replaced",
+			before:   func() { c.Set(ctx, store.CursorKey(), strings.Repeat("c", segments.MaxCursorBytes+1), 0) },
+			contexts: []fixture.Context{alice("a.g1")}, want: made},
+		{name: "a stored cursor of the wrong type is replaced",
+			before:   func() { c.Del(ctx, store.CursorKey()); c.SAdd(ctx, store.CursorKey(), "x") },
+			contexts: []fixture.Context{alice("a.g1")}, want: made},
+		{name: "no cursor stored, nothing changed: still none",
+			before:   func() { c.Del(ctx, store.CursorKey()) },
+			contexts: []fixture.Context{alice("a.g1")}, want: none},
 	}
-	if v, _ := c.Get(ctx, store.CursorKey()).Result(); v != "v9" {
-		t.Errorf("cursor = %q, want v9", v)
+	for i, step := range steps {
+		if step.before != nil {
+			step.before()
+		}
+		before, _ := c.Get(ctx, store.CursorKey()).Result()
+		step.opts.SynchronizedOn = time.UnixMilli(1764430000000 + int64(i))
+		st, err := store.Load(ctx, step.contexts, step.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		after, err := c.Get(ctx, store.CursorKey()).Result()
+		if err == goredis.Nil {
+			after = none
+		}
+		switch want := step.want; {
+		case want == none && after != none, want == unchanged && after != before,
+			want == made && (after == before || !strings.HasPrefix(after, "load-")),
+			!strings.HasPrefix(want, "(") && after != want:
+			t.Errorf("%s: cursor %.40q before, %.40q after; want %s", step.name, before, after, want)
+		}
+		if wantChanged := step.want != unchanged && step.want != none; st.CursorChanged != wantChanged || (after != none && st.Cursor != after) {
+			t.Errorf("%s: stats say cursor %q, changed %v; Redis has %.40q, want changed %v", step.name, st.Cursor, st.CursorChanged, after, wantChanged)
+		}
+		if v, _ := c.Get(ctx, store.SynchronizedOnKey()).Result(); v != strconv.FormatInt(step.opts.SynchronizedOn.UnixMilli(), 10) {
+			t.Errorf("%s: synchronized_on = %q, want %d", step.name, v, step.opts.SynchronizedOn.UnixMilli())
+		}
+	}
+}
+
+// Both phases report as they go, with counts that only grow, and end with one Done report.
+func TestLoadProgress(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Client(t)
+	store := redis.New(c, redistest.Prefix(t, c))
+	const listed, unlisted = 2000, 1500
+	contexts := make([]fixture.Context, listed)
+	for i := range contexts {
+		contexts[i] = fixture.Context{Hash: segments.Hash("user-" + strconv.Itoa(i)), Included: []string{"a.g1"}}
+	}
+	pipe := c.Pipeline()
+	for i := range unlisted {
+		h := segments.Hash("gone-" + strconv.Itoa(i))
+		pipe.SAdd(ctx, store.IncludeKey(h), "a.g1")
+		pipe.SAdd(ctx, store.ExcludeKey(h), "b.g1")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var reports []redis.Progress
+	st, err := store.Load(ctx, contexts, redis.LoadOptions{Replace: true, BatchSize: 100,
+		Progress: func(p redis.Progress) { reports = append(reports, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Contexts != listed || st.KeysDeleted != 2*unlisted {
+		t.Fatalf("load: %+v, want %d contexts written, %d sets deleted", st, listed, 2*unlisted)
+	}
+	byPhase := map[redis.Phase][]redis.Progress{}
+	for i, p := range reports {
+		if i > 0 && p.Phase < reports[i-1].Phase {
+			t.Fatalf("report %d: %+v after %+v", i, p, reports[i-1])
+		}
+		byPhase[p.Phase] = append(byPhase[p.Phase], p)
+	}
+	writing, deleting := byPhase[redis.Writing], byPhase[redis.Deleting]
+	if len(writing) != listed/100 || len(deleting) < 3 {
+		t.Fatalf("%d reports while writing, want %d; %d while deleting, want a few", len(writing), listed/100, len(deleting))
+	}
+	for _, phase := range [][]redis.Progress{writing, deleting} {
+		for i, p := range phase {
+			if last := i == len(phase)-1; p.Done != last || p.Total != listed {
+				t.Errorf("report %d of %d: %+v, want Done on the last only, Total %d", i+1, len(phase), p, listed)
+			}
+			if i > 0 && (p.Contexts < phase[i-1].Contexts || p.Scanned < phase[i-1].Scanned || p.KeysDeleted < phase[i-1].KeysDeleted) {
+				t.Errorf("report %d: %+v after %+v: counts went back", i+1, p, phase[i-1])
+			}
+		}
+	}
+	if w := writing[4]; w.Contexts != 500 || w.RefsAdded != 500 {
+		t.Errorf("the 5th report while writing: %+v, want 500 contexts, 500 refs added", w)
+	}
+	end := deleting[len(deleting)-1]
+	if end.Scanned < listed+2*unlisted || end.KeysDeleted != 2*unlisted || end.Contexts != listed {
+		t.Errorf("the last report while deleting: %+v, want at least %d keys scanned, %d deleted", end, listed+2*unlisted, 2*unlisted)
+	}
+	midway := false
+	for _, p := range deleting {
+		midway = midway || (p.KeysDeleted > 0 && p.KeysDeleted < 2*unlisted)
+	}
+	if !midway {
+		t.Error("no report while deleting counts some of the deletions but not all")
 	}
 }
