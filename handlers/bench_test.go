@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
@@ -42,8 +43,8 @@ func (d *discard) WriteHeader(int)             {}
 func BenchmarkHandlerCacheHit(b *testing.B) {
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
-	svc := segments.New(memory.New(f, time.Now()))
-	h := New(svc, WithRequestObserver(func(string, string, int, time.Duration) {}), WithLoadShedding(1024, 250*time.Millisecond)) // as by default
+	svc := segments.New(memory.New(f, time.Now))
+	h := New(svc, Config{Observe: func(string, string, int, time.Duration) {}, Shed: guard.Shed(1024, 250*time.Millisecond, Error)}) // as by default
 	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
 	w := &discard{h: http.Header{}}
 	h.ServeHTTP(w, req)
@@ -56,7 +57,7 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 // BenchmarkParseBatch is decoding a batch body of 100 keys (strictly: no repeated fields, no
 // lone surrogates), as POST /memberships does before any lookup.
 func BenchmarkParseBatch(b *testing.B) {
-	s := &server{maxBatch: 1000}
+	s := &server{Config: Config{MaxBatch: 1000}}
 	var body []byte
 	body = append(body, `{"contextKeys":[`...)
 	for i := range 100 {
@@ -81,7 +82,7 @@ func BenchmarkParseBatch(b *testing.B) {
 // that answers at once with new memberships: everything a batch costs bigseg but Redis and the
 // connection. (It runs unchanged on older revisions, which is how BENCHMARKS.md compares them.)
 func BenchmarkHandlerBatch(b *testing.B) {
-	h := New(segments.New(instantStore{}, segments.WithCache(0, 0)))
+	h := New(segments.New(instantStore{}, segments.WithCache(0, 0)), Config{})
 	body := []byte(`{"contextKeys":[`)
 	for i := range 100 {
 		if i > 0 {

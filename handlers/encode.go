@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -8,6 +9,21 @@ import (
 
 	"github.com/bigseg/bigseg/segments"
 )
+
+// writeJSON writes v as the JSON body of a response with the given status code: every
+// answer but lookups' (see encoder). No answer may be cached: lookups are personal data, and
+// the rest changes from one moment to the next.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only ever our own types: a bug
+		code, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
 
 // Lookup responses are encoded by hand: they are the hot path, their shape is fixed, and
 // encoding/json would need a map per response and reflection to build it. A test checks the

@@ -13,13 +13,14 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 )
 
 func TestBearerTokens(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.WithStoreName("memory"), handlers.WithAPITokens([]string{"token-one", "token-two"}), handlers.WithMetrics(http.NotFoundHandler()))
+		handlers.Config{StoreName: "memory", Authenticate: requireTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
 	lookups := []struct{ method, path, body string }{
 		{"GET", "/memberships/alice", ""},
 		{"GET", "/memberships?contextHash=" + strings.ReplaceAll(segments.Hash("alice"), "+", "%2B"), ""},
@@ -103,7 +104,7 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
 	svc := segments.New(store, segments.WithCache(0, 0))
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithLoadShedding(1, time.Millisecond)))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {
@@ -157,7 +158,7 @@ func TestAccessLogHasNoKeys(t *testing.T) {
 func accessLogged(t *testing.T) (*httptest.Server, func() string) {
 	w := &lockedWriter{}
 	log := slog.New(slog.NewJSONHandler(w, nil))
-	return newServer(t, memoryStore(t, nil), handlers.WithStoreName("memory"), handlers.WithLogger(log), handlers.WithAccessLog(true)), w.String
+	return newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "memory", Log: log, AccessLog: true}), w.String
 }
 
 // lockedWriter is a buffer that the server's goroutines write to and the test reads.

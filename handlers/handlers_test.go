@@ -23,6 +23,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
@@ -35,12 +36,22 @@ var trickyKeys = []string{
 }
 
 // newServer serves the handler over the embedded store holding fixture entries.
-func newServer(t *testing.T, store segments.Store, opts ...handlers.Option) *httptest.Server {
+func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *httptest.Server {
 	t.Helper()
 	svc := segments.New(store)
-	srv := httptest.NewServer(handlers.New(svc, opts...))
+	var cfg handlers.Config
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
+	srv := httptest.NewServer(handlers.New(svc, cfg))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// requireTokens is the token check of a server that accepts tokens.
+func requireTokens(tokens []string) func(http.Handler) http.Handler {
+	t, _ := guard.NewTokens(tokens, "", nil, nil)
+	return t.Require(handlers.Error)
 }
 
 func memoryStore(t *testing.T, keys map[string]fixture.Context) *memory.Store {
@@ -50,7 +61,7 @@ func memoryStore(t *testing.T, keys map[string]fixture.Context) *memory.Store {
 		c.Key, c.Hash = k, segments.Hash(k)
 		f.Contexts = append(f.Contexts, c)
 	}
-	return memory.New(f, time.Now())
+	return memory.New(f, time.Now)
 }
 
 func get(t *testing.T, rawURL string) (*http.Response, []byte) {
@@ -130,7 +141,7 @@ func TestLookupNoMembership(t *testing.T) {
 }
 
 func TestLookupBadKeys(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.WithMaxKeyBytes(10))
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{MaxKeyBytes: 10})
 	tests := []struct {
 		path string
 		code int
@@ -213,7 +224,7 @@ func TestBatch(t *testing.T) {
 }
 
 func TestBatchBadRequests(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.WithMaxBatch(3), handlers.WithMaxBodyBytes(200), handlers.WithMaxKeyBytes(20))
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{MaxBatch: 3, MaxBodyBytes: 200, MaxKeyBytes: 20})
 	tests := []struct {
 		name, contentType, body string
 		code                    int
@@ -351,7 +362,7 @@ func TestOpenAPIServed(t *testing.T) {
 
 // TestRoutesMatchSpec keeps routes.go and api/openapi.yaml listing the same operations.
 func TestRoutesMatchSpec(t *testing.T) {
-	h := handlers.New(segments.New(memoryStore(t, nil)), handlers.WithMetrics(http.NotFoundHandler()))
+	h := handlers.New(segments.New(memoryStore(t, nil)), handlers.Config{Metrics: http.NotFoundHandler()})
 	var routes []string
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		routes = append(routes, method+" "+route)
@@ -390,7 +401,8 @@ type panickingStore struct{ failingStore }
 
 func (panickingStore) Memberships(context.Context, []string) []segments.Read { panic("bug") }
 
-var nilTime = time.Now()
+// nilTime is a clock for stores whose synchronization time does not matter.
+var nilTime = time.Now
 
 func TestStorePanicInBatchIsAnError(t *testing.T) {
 	srv := newServer(t, panickingStore{})
@@ -405,7 +417,7 @@ func TestStorePanicInBatchIsAnError(t *testing.T) {
 // balancers probe with HEAD); OPTIONS answers 204 with Allow; unknown methods stay 405.
 func TestHeadAndOptions(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.WithStoreName("memory"), handlers.WithMetrics(http.NotFoundHandler()))
+		handlers.Config{StoreName: "memory", Metrics: http.NotFoundHandler()})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
 		"/status", "/status/stream", "/livez", "/healthz", "/readyz", "/openapi.yaml"} {
 		getResp, err := http.Get(srv.URL + path)
@@ -446,7 +458,7 @@ func TestHeadAndOptions(t *testing.T) {
 // Answers are personal data (lookups) or change from one moment to the next (status, probes):
 // none may be cached by a proxy or client.
 func TestNoStore(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.WithStoreName("memory"))
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "memory"})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
 		"/memberships/", "/status", "/livez", "/healthz", "/readyz", "/nope"} {
 		resp, _ := get(t, srv.URL+path)
@@ -487,7 +499,7 @@ func (manyRefsStore) Metadata(context.Context) (segments.Metadata, error) {
 // refused once the answer would pass the limit of refs, and an answer under it is streamed
 // whole, however large.
 func TestBatchAnswerBound(t *testing.T) {
-	srv := newServer(t, newManyRefsStore(10_000), handlers.WithMaxBatchRefs(50_000))
+	srv := newServer(t, newManyRefsStore(10_000), handlers.Config{MaxBatchRefs: 50_000})
 	body := func(n int) string {
 		keys := make([]string, n)
 		for i := range keys {
@@ -513,11 +525,11 @@ func TestBatchAnswerBound(t *testing.T) {
 func TestRequestLabelsAreBounded(t *testing.T) {
 	var mu sync.Mutex
 	routes, methods := map[string]bool{}, map[string]bool{}
-	srv := newServer(t, memoryStore(t, nil), handlers.WithRequestObserver(func(route, method string, _ int, _ time.Duration) {
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Observe: func(route, method string, _ int, _ time.Duration) {
 		mu.Lock()
 		routes[route], methods[method] = true, true
 		mu.Unlock()
-	}))
+	}})
 	for i := range 50 {
 		for _, path := range []string{"/memberships/alice", "/nope-" + strconv.Itoa(i)} {
 			req, _ := http.NewRequest("X"+strconv.Itoa(i)+strings.Repeat("M", i*100), srv.URL+path, nil)
@@ -544,11 +556,11 @@ func TestRequestLabelsAreBounded(t *testing.T) {
 func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]string{} // method -> "route code"
-	srv := newServer(t, memoryStore(t, nil), handlers.WithRequestObserver(func(route, method string, code int, _ time.Duration) {
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Observe: func(route, method string, code int, _ time.Duration) {
 		mu.Lock()
 		got[method] = route + " " + strconv.Itoa(code)
 		mu.Unlock()
-	}))
+	}})
 	for _, m := range []string{http.MethodDelete, http.MethodOptions} {
 		req, _ := http.NewRequest(m, srv.URL+"/memberships/alice", nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -568,7 +580,7 @@ func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 // a request refused before its body was read has its connection closed at once, not read to
 // the end of a body that may never come.
 func TestRequestBodiesOnlyWhereRead(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.WithAPITokens([]string{"s3cret"}))
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Authenticate: requireTokens([]string{"s3cret"})})
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
 		{"GET", "/nowhere"}, {"DELETE", "/memberships"},

@@ -9,13 +9,12 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/internal/strictjson"
 	"github.com/bigseg/bigseg/segments"
 )
@@ -25,22 +24,11 @@ func (s *server) getMembership() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key, err := s.pathKey(r)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		s.lookup(w, r, key, segments.Hash(key))
+		writeLookup(w, key, s.svc.LookupHash(r.Context(), segments.Hash(key)))
 	}
-}
-
-// lookup answers for one context, once it takes a lookup slot. key is "" for a lookup by hash.
-func (s *server) lookup(w http.ResponseWriter, r *http.Request, key, hash string) {
-	release, ok := s.admit(w, r)
-	if !ok {
-		return
-	}
-	res := s.svc.LookupHash(r.Context(), hash)
-	release() // before writing: a client that reads slowly holds no slot
-	writeLookup(w, key, res)
 }
 
 // pathKey returns the context key of the request path. chi matches on the escaped path when
@@ -61,8 +49,8 @@ func (s *server) validKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("context key is empty")
-	case len(key) > s.maxKeyBytes:
-		return fmt.Errorf("context key is longer than %d bytes", s.maxKeyBytes)
+	case len(key) > s.MaxKeyBytes:
+		return fmt.Errorf("context key is longer than %d bytes", s.MaxKeyBytes)
 	case !utf8.ValidString(key):
 		return errors.New("context key is not valid UTF-8")
 	}
@@ -75,24 +63,24 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "query string is not validly encoded")
+			Error(w, r, http.StatusBadRequest, "query string is not validly encoded")
 			return
 		}
 		hashes, ok := q["contextHash"]
 		if !ok {
-			writeError(w, http.StatusBadRequest, "contextHash query parameter is required (or use /memberships/{contextKey})")
+			Error(w, r, http.StatusBadRequest, "contextHash query parameter is required (or use /memberships/{contextKey})")
 			return
 		}
 		if len(hashes) != 1 {
-			writeError(w, http.StatusBadRequest, "give contextHash once; POST /memberships looks up many")
+			Error(w, r, http.StatusBadRequest, "give contextHash once; POST /memberships looks up many")
 			return
 		}
 		hash, err := normalizeHash(hashes[0])
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		s.lookup(w, r, "", hash)
+		writeLookup(w, "", s.svc.LookupHash(r.Context(), hash))
 	}
 }
 
@@ -122,36 +110,27 @@ type batchRequest struct {
 }
 
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
-// then hashes), with all cache misses read in one store call. The body is read and checked
-// before the request takes a lookup slot, and the slot is given back before the answer is
-// written; the body's memory (see bodyBudget) once it is.
+// then hashes), with all cache misses read in one store call. Its body has been read whole by
+// the time it runs (guard.Bodies.Limit), and it has taken a lookup slot (guard.Shed) which it
+// gives back as the answer begins.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req, hold, rerr := s.decodeBatch(w, r)
-		if hold != nil {
-			defer hold.release()
-		}
-		if rerr != nil {
-			rerr.write(w, r)
+		req, err := s.decodeBatch(r)
+		if err != nil {
+			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
 		hashes, err := s.batchHashes(req)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		release, ok := s.admit(w, r)
-		if !ok {
+			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
 		results := s.svc.LookupBatch(r.Context(), hashes)
-		release()
-		if refs := countRefs(results); refs > s.maxBatchRefs {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(
-				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.maxBatchRefs))
+		if refs := countRefs(results); refs > s.MaxBatchRefs {
+			Error(w, r, http.StatusBadRequest, fmt.Sprintf(
+				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.MaxBatchRefs))
 			return
 		}
-		hold.writing(w)
 		writeBatch(w, req, results)
 	}
 }
@@ -202,51 +181,33 @@ func countRefs(results []segments.Answer) int {
 	return n
 }
 
-// requestError is a request refused before its lookups: its status code and message, and
-// whether its body was left unread (then its connection is closed, not drained).
-type requestError struct {
-	code   int
-	msg    string
-	unread bool
+// jsonBody refuses, unread, a batch body that is not uncompressed JSON.
+func (s *server) jsonBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ce := r.Header.Values("Content-Encoding"); len(ce) > 1 || len(ce) == 1 && !strings.EqualFold(ce[0], "identity") {
+			Error(w, r, http.StatusUnsupportedMediaType, "Content-Encoding must be identity: compressed bodies are not accepted")
+			return
+		}
+		ct := r.Header.Values("Content-Type")
+		mt, params, err := mime.ParseMediaType(strings.Join(ct, ","))
+		if cs, ok := params["charset"]; err != nil || len(ct) != 1 || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
+			Error(w, r, http.StatusUnsupportedMediaType, "Content-Type must be application/json (UTF-8), given once")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
-func (e *requestError) write(w http.ResponseWriter, r *http.Request) {
-	if !e.unread {
-		writeError(w, e.code, e.msg)
-		return
-	}
-	if e.code == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
-	refuse(w, r, e.code, e.msg)
-}
-
-// decodeBatch reads and checks a batch request. The body must arrive within the body read
-// timeout, whatever the server's own timeouts are, and get memory from the body budget: the
-// hold, nil if the body was refused unread (see bodyBudget).
-func (s *server) decodeBatch(w http.ResponseWriter, r *http.Request) (req batchRequest, hold *bodyHold, rerr *requestError) {
-	if ce := r.Header.Values("Content-Encoding"); len(ce) > 1 || len(ce) == 1 && !strings.EqualFold(ce[0], "identity") {
-		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Encoding must be identity: compressed bodies are not accepted", true}
-	}
-	ct := r.Header.Values("Content-Type")
-	mt, params, err := mime.ParseMediaType(strings.Join(ct, ","))
-	if cs, ok := params["charset"]; err != nil || len(ct) != 1 || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
-		return req, nil, &requestError{http.StatusUnsupportedMediaType, "Content-Type must be application/json (UTF-8), given once", true}
-	}
-	if r.ContentLength > s.maxBodyBytes { // refused before a byte of it is asked for (Expect: 100-continue)
-		return req, nil, s.bodyError(&http.MaxBytesError{Limit: s.maxBodyBytes})
-	}
-	body, hold, err := s.bodies.read(w, r, s.maxBodyBytes, time.Now().Add(s.bodyReadTimeout), s.batchUses)
-	if err != nil {
-		return req, hold, s.bodyError(err)
+// decodeBatch checks and parses a batch body, read whole by guard.Bodies.Limit.
+func (s *server) decodeBatch(r *http.Request) (batchRequest, error) {
+	body, ok := guard.BodyBytes(r)
+	if !ok {
+		return batchRequest{}, errors.New("request body could not be read")
 	}
 	if err := strictjson.CheckText(body); err != nil {
-		return req, hold, &requestError{code: http.StatusBadRequest, msg: fmt.Sprintf("request body is not valid UTF-8 text: %v", err)}
+		return batchRequest{}, fmt.Errorf("request body is not valid UTF-8 text: %v", err)
 	}
-	if req, err = s.parseBatch(body); err != nil {
-		return req, hold, &requestError{code: http.StatusBadRequest, msg: err.Error()}
-	}
-	return req, hold, nil
+	return s.parseBatch(body)
 }
 
 // lookupBytes is about what each lookup of a batch takes in memory while it is looked up and
@@ -258,23 +219,7 @@ const lookupBytes = 256
 // each key, and lookupBytes per lookup (as many as the body could hold, within the batch
 // limit: each takes at least three bytes, `"",`).
 func (s *server) batchUses(n int64) int64 {
-	return n + lookupBytes*min(n/3+1, int64(s.maxBatch))
-}
-
-// bodyError is the requestError of a body that could not be read.
-func (s *server) bodyError(err error) *requestError {
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.maxBodyBytes), true}
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &requestError{http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", s.bodyReadTimeout), true}
-	case errors.Is(err, errBodyCut):
-		return &requestError{http.StatusRequestTimeout, err.Error(), true}
-	case errors.Is(err, errNoBodyMemory):
-		return &requestError{http.StatusTooManyRequests, err.Error(), true}
-	}
-	return &requestError{http.StatusBadRequest, "request body could not be read", true}
+	return n + lookupBytes*min(n/3+1, int64(s.MaxBatch))
 }
 
 // parseBatch parses a batch body: one JSON object with contextKeys and/or contextHashes.
@@ -296,8 +241,8 @@ func (s *server) parseBatch(body []byte) (batchRequest, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return req, errors.New("request body holds more than one JSON value")
 	}
-	if n := len(req.ContextKeys) + len(req.ContextHashes); n > s.maxBatch {
-		return req, fmt.Errorf("batch of %d lookups is over the limit of %d", n, s.maxBatch)
+	if n := len(req.ContextKeys) + len(req.ContextHashes); n > s.MaxBatch {
+		return req, fmt.Errorf("batch of %d lookups is over the limit of %d", n, s.MaxBatch)
 	}
 	return req, nil
 }

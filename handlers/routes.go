@@ -5,26 +5,20 @@ import "github.com/go-chi/chi/v5"
 // routes lists every route of the API. api/openapi.yaml describes the same paths.
 func (s *server) routes(r chi.Router) {
 	// Lookups, and the status stream that holds a connection open: behind the bearer token
-	// check (WithAPITokens), so that strangers use no capacity. Lookups then take a slot
-	// (WithLoadShedding) once their input is read and checked; streams one of their own.
+	// check, so that strangers use no capacity. A batch's body is read, within its memory, then
+	// lookups take a slot once their input is read; streams take one of their own.
 	r.Group(func(r chi.Router) {
-		if s.tokens.Enabled() {
-			r.Use(s.tokens.Require(refuse))
-		}
-		r.Get("/memberships/{contextKey}", s.getMembership())
-		r.Get("/memberships", s.getMembershipByHash())
-		r.Post("/memberships", s.postMemberships())
-		r.Get("/status/stream", s.getStatusStream())
+		r.Use(s.Authenticate)
+		r.With(s.Shed).Get("/memberships/{contextKey}", s.getMembership())
+		r.With(s.Shed).Get("/memberships", s.getMembershipByHash())
+		r.With(s.jsonBody, s.Bodies.Limit(s.MaxBodyBytes, s.BodyReadTimeout, s.batchUses, Error), s.Shed).
+			Post("/memberships", s.postMemberships())
+		r.With(s.Streams).Get("/status/stream", s.getStatusStream())
 	})
 
 	// Operations: always open, never shed. GET routes answer HEAD too (see New).
 	r.Get("/status", s.getStatus())
-	r.Get("/livez", s.getLive())
-	r.Get("/healthz", s.getLive())
-	r.Get("/readyz", s.getReady())
-	if s.metrics != nil {
-		r.Method("GET", "/metrics", s.metrics)
-	}
+	s.opsRoutes(r)
 	r.Get("/openapi.yaml", s.openAPI())
 }
 
@@ -35,7 +29,7 @@ func (s *server) opsRoutes(r chi.Router) {
 	r.Get("/livez", s.getLive())
 	r.Get("/healthz", s.getLive())
 	r.Get("/readyz", s.getReady())
-	if s.metrics != nil {
-		r.Method("GET", "/metrics", s.metrics)
+	if s.Metrics != nil {
+		r.Method("GET", "/metrics", s.Metrics)
 	}
 }

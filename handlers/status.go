@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,10 +10,6 @@ import (
 
 	"github.com/bigseg/bigseg/segments"
 )
-
-// DefaultHeartbeat is how often an idle status stream sends a comment, so that proxies and
-// load balancers keep it open.
-const DefaultHeartbeat = 15 * time.Second
 
 // statusBody is the JSON of GET /status and of each status stream event.
 type statusBody struct {
@@ -25,6 +22,7 @@ type statusBody struct {
 	CheckedAt          *string `json:"checkedAt"`
 	StaleAfterSeconds  float64 `json:"staleAfterSeconds"`
 	Store              string  `json:"store"`
+	Version            string  `json:"version"`
 }
 
 func (s *server) statusBody(st segments.StoreStatus, polled bool) statusBody {
@@ -32,7 +30,8 @@ func (s *server) statusBody(st segments.StoreStatus, polled bool) statusBody {
 		Available:         st.Available,
 		Stale:             st.Stale,
 		StaleAfterSeconds: s.svc.StaleAfter().Seconds(),
-		Store:             s.storeName,
+		Store:             s.StoreName,
+		Version:           s.Version,
 	}
 	if !st.LastSynchronized.IsZero() {
 		b.LastSynchronizedOn = st.LastSynchronized.UnixMilli()
@@ -58,13 +57,11 @@ func (s *server) getStatus() http.HandlerFunc {
 	}
 }
 
-// DefaultStreamWriteTimeout bounds each write of a status stream.
-const DefaultStreamWriteTimeout = 5 * time.Second
-
 // getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
 // then one event per change of available or stale and per change of the data (a new cursor:
 // a client that caches answers drops them), and a comment every heartbeat. It ends
-// when the client goes or the server stops (WithStop). At most WithMaxStreams are open at once.
+// when the client goes or the server stops (Config.Stop). Config.Streams bounds how many are
+// open at once.
 func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -73,16 +70,11 @@ func (s *server) getStatusStream() http.HandlerFunc {
 		if r.Method == http.MethodHead {
 			return
 		}
-		release, ok := s.openStream(w, r)
-		if !ok {
-			return
-		}
-		defer release()
 		rc := http.NewResponseController(w)
 		// The server's write timeout is for ordinary responses; a stream lives on, each of its
 		// writes bounded by the stream write timeout.
-		if err := rc.SetWriteDeadline(time.Now().Add(s.streamWriteTimeout)); err != nil {
-			writeError(w, http.StatusInternalServerError, "streaming is not supported here")
+		if err := rc.SetWriteDeadline(time.Now().Add(s.StreamWriteTimeout)); err != nil {
+			Error(w, r, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
 		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
@@ -100,13 +92,13 @@ func (s *server) stream(ctx context.Context, ew *eventWriter, changes <-chan seg
 	if ew.send(st, polled) != nil {
 		return
 	}
-	heartbeat := time.NewTicker(s.heartbeat)
+	heartbeat := time.NewTicker(s.Heartbeat)
 	defer heartbeat.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.stop:
+		case <-s.Stop:
 			return
 		case st := <-changes:
 			if ew.send(st, true) != nil {
@@ -136,7 +128,7 @@ func (ew *eventWriter) send(st segments.StoreStatus, polled bool) error {
 		return nil
 	}
 	ew.last, ew.lastPolled = st, polled
-	b, _ := jsonMarshal(ew.s.statusBody(st, polled))
+	b, _ := json.Marshal(ew.s.statusBody(st, polled))
 	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }
 
@@ -147,7 +139,7 @@ func (ew *eventWriter) comment(text string) error {
 // write writes and flushes text within the stream write timeout: a client that stops reading
 // loses its stream, and its slot, then, and never holds up a shutdown for longer.
 func (ew *eventWriter) write(text string) error {
-	if err := ew.rc.SetWriteDeadline(time.Now().Add(ew.s.streamWriteTimeout)); err != nil {
+	if err := ew.rc.SetWriteDeadline(time.Now().Add(ew.s.StreamWriteTimeout)); err != nil {
 		return err
 	}
 	if _, err := io.WriteString(ew.w, text); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
+	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -62,7 +63,7 @@ func TestStatusAndReadiness(t *testing.T) {
 	synced := time.Date(2026, 11, 29, 15, 26, 40, 0, time.UTC)
 	now := synced.Add(time.Minute)
 	svc := segments.New(store, segments.WithClock(func() time.Time { return now }), segments.WithStaleAfter(2*time.Minute))
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("redis")))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "redis"}))
 	t.Cleanup(srv.Close)
 
 	status := func() statusJSON {
@@ -136,7 +137,7 @@ func TestStatusAndReadiness(t *testing.T) {
 func TestReadyRequiresFresh(t *testing.T) {
 	store := &switchStore{}
 	svc := segments.New(store, segments.WithStaleAfter(time.Minute), segments.WithReadyRequiresFresh(true))
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory")))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory"}))
 	t.Cleanup(srv.Close)
 	store.set(time.Now().Add(-time.Hour), nil)
 	svc.Poll(context.Background())
@@ -248,7 +249,7 @@ func TestStatusStream(t *testing.T) {
 	store.set(time.Now(), nil)
 	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
 	stop := make(chan struct{})
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithStop(stop), handlers.WithHeartbeat(time.Millisecond)))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory", Stop: stop, Heartbeat: time.Millisecond}))
 	t.Cleanup(srv.Close)
 	svc.Poll(ctx)
 
@@ -287,7 +288,7 @@ func TestStatusStreamManySubscribers(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{}
 	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory")))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory"}))
 	t.Cleanup(srv.Close)
 	store.set(time.Now(), nil)
 	svc.Poll(ctx)
@@ -350,7 +351,7 @@ func stuckStream(t *testing.T, url string) *events {
 func TestStreamIsInSpec(t *testing.T) {
 	// The stream's headers and status are checked against the spec too.
 	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory")))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory"}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/stream", nil)
@@ -387,7 +388,7 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 	store.set(time.Now(), nil)
 	svc := segments.New(store)
 	svc.Poll(context.Background())
-	srv := httptest.NewUnstartedServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithHeartbeat(10*time.Millisecond)))
+	srv := httptest.NewUnstartedServer(handlers.New(svc, handlers.Config{StoreName: "memory", Heartbeat: 10 * time.Millisecond}))
 	srv.Config.WriteTimeout = writeTimeout
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -410,7 +411,7 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 // with Retry-After, at once), and with tokens configured only for clients with one.
 func TestStatusStreamLimits(t *testing.T) {
 	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithMaxStreams(3)))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory", Streams: guard.Streams(3, handlers.Error)}))
 	t.Cleanup(srv.Close)
 	for range 3 {
 		openStream(t, srv.URL+"/status/stream").next(t)
@@ -420,7 +421,7 @@ func TestStatusStreamLimits(t *testing.T) {
 		t.Errorf("a fourth stream: %d %v %s, want a JSON 503 with Retry-After", resp.StatusCode, resp.Header, body)
 	}
 
-	authed := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory"), handlers.WithAPITokens([]string{"tok"})))
+	authed := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory", Authenticate: requireTokens([]string{"tok"})}))
 	t.Cleanup(authed.Close)
 	if resp, body := get(t, authed.URL+"/status/stream"); resp.StatusCode != 401 {
 		t.Errorf("a stream without a token: %d %s, want 401", resp.StatusCode, body)
@@ -443,7 +444,7 @@ func TestStatusStreamLimits(t *testing.T) {
 // Before the first poll, the status says what is known: nothing; never synchronized is stale.
 func TestStatusBeforeFirstPoll(t *testing.T) {
 	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("memory")))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory"}))
 	t.Cleanup(srv.Close)
 	st := openStream(t, srv.URL+"/status/stream").next(t)
 	if st.Available || !st.Stale || st.CheckedAt != nil || st.LastSynchronizedOn != 0 {
@@ -461,7 +462,7 @@ func TestStatusFollowsTheCursor(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{synced: time.Now(), cursor: "v1"}
 	svc := segments.New(store)
-	srv := httptest.NewServer(handlers.New(svc, handlers.WithStoreName("redis")))
+	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "redis"}))
 	t.Cleanup(srv.Close)
 	svc.Poll(ctx)
 	_, body := get(t, srv.URL+"/status")

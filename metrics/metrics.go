@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/bigseg/bigseg/segments"
 )
@@ -50,7 +49,7 @@ var _ segments.Observer = (*Metrics)(nil)
 
 var lookupStatuses = [3]segments.LookupStatus{segments.Healthy, segments.Stale, segments.StoreError}
 
-// New registers bigseg's metrics, and the Go and process collectors, on reg.
+// New registers bigseg's metrics on reg (the Go and process collectors are the caller's).
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reg: reg,
@@ -107,8 +106,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.storeErrors.WithLabelValues(op)
 	}
 	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, m.invalidations, lookups, m.requests, m.durations,
-		m.storeDuration, m.storeErrors,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.storeDuration, m.storeErrors)
 	return m
 }
 
@@ -118,6 +116,15 @@ func gauge(name, help string) prometheus.Gauge {
 
 func counter(name, help string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// BuildInfo exports the version bigseg was built as, and the Go version it was built with,
+// as labels of bigseg_build_info, which is always 1.
+func (m *Metrics) BuildInfo(version, goVersion string) {
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bigseg_build_info",
+		Help: "1, labelled with the version bigseg was built as and the Go version."}, []string{"version", "goversion"})
+	info.WithLabelValues(version, goVersion).Set(1)
+	m.reg.MustRegister(info)
 }
 
 // WatchCache exports the cache's entry count, read at each scrape.

@@ -6,25 +6,30 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
-	"strconv"
+	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/redis"
 )
 
 const envPrefix = "BIGSEG"
 
-// config is every setting of the server, read from BIGSEG_* environment variables. The struct
-// tags are envconfig's: envconfig lists them for -h, and loadConfig reads them through a
-// getenv function (envconfig itself only reads the process environment), so that tests can
-// run programs with different environments side by side.
+// config is every setting of the server, read from BIGSEG_* environment variables by
+// envconfig (the struct tags name each variable and describe it for -h). Defaults live once:
+// defaultConfig, mostly the packages' own defaults, which envconfig leaves in place for the
+// variables that are unset, and which -h prints.
 type config struct {
-	Addr                       string        `envconfig:"ADDR" default:":8080" desc:"address to listen on"`
+	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
 	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
 	TLSClientCAFile            string        `envconfig:"TLS_CLIENT_CA_FILE" desc:"PEM CA bundle: with it, clients must present a certificate it issued (mutual TLS)"`
@@ -34,99 +39,177 @@ type config struct {
 	RedisSentinelMaster        string        `envconfig:"REDIS_SENTINEL_MASTER" desc:"Sentinel-managed Redis: the master's name"`
 	RedisSentinelPassword      string        `envconfig:"REDIS_SENTINEL_PASSWORD" desc:"password of the sentinels themselves, if they require one"`
 	RedisSentinelPasswordFile  string        `envconfig:"REDIS_SENTINEL_PASSWORD_FILE" desc:"file holding the sentinels' password, such as a mounted Kubernetes secret"`
-	RedisDB                    int           `envconfig:"REDIS_DB" default:"0" desc:"database number (standalone and Sentinel; a URL's own /db wins)"`
+	RedisDB                    int           `envconfig:"REDIS_DB" desc:"database number (standalone and Sentinel; a URL's own /db wins)"`
 	RedisUsername              string        `envconfig:"REDIS_USERNAME" desc:"ACL user name (or in the URL)"`
 	RedisPassword              string        `envconfig:"REDIS_PASSWORD" desc:"password (or in the URL, or BIGSEG_REDIS_PASSWORD_FILE)"`
 	RedisPasswordFile          string        `envconfig:"REDIS_PASSWORD_FILE" desc:"file holding the password, such as a mounted Kubernetes secret"`
-	RedisTLS                   bool          `envconfig:"REDIS_TLS" default:"false" desc:"use TLS (implied by rediss://)"`
+	RedisTLS                   bool          `envconfig:"REDIS_TLS" desc:"use TLS (implied by rediss://)"`
 	RedisTLSCAFile             string        `envconfig:"REDIS_TLS_CA_FILE" desc:"PEM CA bundle to verify Redis with, instead of the system roots"`
 	RedisTLSCertFile           string        `envconfig:"REDIS_TLS_CERT_FILE" desc:"PEM client certificate, for Redis servers that require one"`
 	RedisTLSKeyFile            string        `envconfig:"REDIS_TLS_KEY_FILE" desc:"PEM key of the client certificate"`
 	RedisTLSServerName         string        `envconfig:"REDIS_TLS_SERVER_NAME" desc:"name to verify the server certificate against, if not the host dialled"`
-	RedisTLSInsecureSkipVerify bool          `envconfig:"REDIS_TLS_INSECURE_SKIP_VERIFY" default:"false" desc:"do not verify the server certificate (testing only)"`
-	RedisDialTimeout           time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" default:"1s" desc:"how long connecting to Redis may take"`
-	RedisReadTimeout           time.Duration `envconfig:"REDIS_READ_TIMEOUT" default:"500ms" desc:"how long a Redis reply may take"`
-	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" default:"500ms" desc:"how long sending a Redis command may take"`
-	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" default:"1" desc:"retries of a failed Redis call (a broken pooled connection, a timeout); 0 for none"`
-	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" default:"0" desc:"most connections per Redis node; 0 means 10 per CPU"`
-	Prefix                     string        `envconfig:"PREFIX" default:"launchdarkly" desc:"key prefix of the Big Segments data in Redis"`
-	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see README); unset means an empty store"`
-	CacheSize                  int           `envconfig:"CACHE_SIZE" default:"100000" desc:"most memberships cached; 0 turns the cache off"`
-	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" default:"5s" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
-	CacheTTLWithCursor         time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" default:"1h" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
-	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" default:"5s" desc:"how often the store's status is polled (at most STALE_AFTER)"`
-	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" default:"2m" desc:"age of the last synchronization from which data counts as stale"`
-	LookupTimeout              time.Duration `envconfig:"LOOKUP_TIMEOUT" default:"1s" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
-	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" default:"4" desc:"most store reads at once; cache misses arriving meanwhile are read together, in one pipeline"`
-	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" default:"1024" desc:"longest context key accepted, in bytes"`
-	MaxBatch                   int           `envconfig:"MAX_BATCH" default:"1000" desc:"most lookups in one POST /memberships"`
-	MaxBatchRefs               int           `envconfig:"MAX_BATCH_REFS" default:"100000" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
-	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" default:"1048576" desc:"largest request body accepted, in bytes"`
-	BodyReadTimeout            time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"2s" desc:"how long a client may take to send a request body (408 beyond)"`
-	BodyMemoryBytes            int64         `envconfig:"BODY_MEMORY_BYTES" default:"67108864" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
+	RedisTLSInsecureSkipVerify bool          `envconfig:"REDIS_TLS_INSECURE_SKIP_VERIFY" desc:"do not verify the server certificate (testing only)"`
+	RedisDialTimeout           time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" desc:"how long connecting to Redis may take"`
+	RedisReadTimeout           time.Duration `envconfig:"REDIS_READ_TIMEOUT" desc:"how long a Redis reply may take"`
+	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" desc:"how long sending a Redis command may take"`
+	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" desc:"retries of a failed Redis call (a broken pooled connection, a timeout); 0 for none"`
+	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" desc:"most connections per Redis node; 0 means 10 per CPU"`
+	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data in Redis"`
+	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see docs/redis.md); unset means an empty store"`
+	CacheSize                  int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
+	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
+	CacheTTLWithCursor         time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
+	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
+	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
+	LookupTimeout              time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
+	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once; cache misses arriving meanwhile are read together, in one pipeline"`
+	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
+	MaxBatch                   int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships"`
+	MaxBatchRefs               int           `envconfig:"MAX_BATCH_REFS" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
+	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" desc:"largest request body accepted, in bytes"`
+	BodyReadTimeout            time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond)"`
+	BodyMemoryBytes            int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
 	PprofAddr                  string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
-	LogLevel                   string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogLevel                   string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error"`
 	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
 	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
-	MetricsTLS                 bool          `envconfig:"METRICS_TLS" default:"false" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
-	MaxInflight                int           `envconfig:"MAX_INFLIGHT" default:"1024" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
-	ShedWait                   time.Duration `envconfig:"SHED_WAIT" default:"250ms" desc:"how long a lookup request may wait for a slot before a 429"`
-	MaxConns                   int           `envconfig:"MAX_CONNS" default:"4096" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
-	MaxStreams                 int           `envconfig:"MAX_STREAMS" default:"1000" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
-	AccessLog                  bool          `envconfig:"ACCESS_LOG" default:"false" desc:"log every request (method, route pattern, code, duration; never the path)"`
-	ReadHeaderTimeout          time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"how long a client may take to send request headers"`
-	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" default:"15s" desc:"how long a client may take to send a whole request"`
-	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" default:"15s" desc:"how long writing a response may take (status streams excepted)"`
-	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" default:"2m" desc:"how long an idle keep-alive connection stays open"`
-	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" default:"16384" desc:"largest request header accepted (431 beyond)"`
-	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" default:"false" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
-	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" default:"5s" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it)"`
-	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"after the delay, how long in-flight requests get to finish"`
+	MetricsTLS                 bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
+	MaxInflight                int           `envconfig:"MAX_INFLIGHT" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
+	ShedWait                   time.Duration `envconfig:"SHED_WAIT" desc:"how long a lookup request may wait for a slot before a 429"`
+	MaxConns                   int           `envconfig:"MAX_CONNS" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
+	MaxStreams                 int           `envconfig:"MAX_STREAMS" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
+	AccessLog                  bool          `envconfig:"ACCESS_LOG" desc:"log every request (method, route pattern, code, duration; never the path)"`
+	ReadHeaderTimeout          time.Duration `envconfig:"READ_HEADER_TIMEOUT" desc:"how long a client may take to send request headers"`
+	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" desc:"how long a client may take to send a whole request"`
+	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
+	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" desc:"how long an idle keep-alive connection stays open"`
+	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" desc:"largest request header accepted (431 beyond)"`
+	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
+	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
+	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
 }
 
-// loadConfig reads the configuration through getenv and checks it. An empty variable counts
-// as unset. Every error names the variable at fault.
-func loadConfig(getenv func(string) string) (config, error) {
-	var cfg config
-	v := reflect.ValueOf(&cfg).Elem()
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		name := envPrefix + "_" + f.Tag.Get("envconfig")
-		s := getenv(name)
-		if s == "" {
-			s = f.Tag.Get("default")
+// defaultConfig is the configuration with no variable set.
+func defaultConfig() config {
+	return config{
+		Addr:               ":8080",
+		RedisDialTimeout:   redis.DefaultDialTimeout,
+		RedisReadTimeout:   redis.DefaultReadTimeout,
+		RedisWriteTimeout:  redis.DefaultWriteTimeout,
+		RedisMaxRetries:    redis.DefaultMaxRetries,
+		Prefix:             redis.DefaultPrefix,
+		CacheSize:          segments.DefaultCacheSize,
+		CacheTTL:           segments.DefaultCacheTTL,
+		CacheTTLWithCursor: segments.DefaultCursorTTL,
+		StatusPollInterval: segments.DefaultPollInterval,
+		StaleAfter:         segments.DefaultStaleAfter,
+		LookupTimeout:      segments.DefaultLookupTimeout,
+		StoreReadsInFlight: segments.DefaultReadsInFlight,
+		MaxKeyBytes:        handlers.DefaultMaxKeyBytes,
+		MaxBatch:           handlers.DefaultMaxBatch,
+		MaxBatchRefs:       handlers.DefaultMaxBatchRefs,
+		MaxBodyBytes:       handlers.DefaultMaxBodyBytes,
+		BodyReadTimeout:    handlers.DefaultBodyReadTimeout,
+		BodyMemoryBytes:    guard.DefaultBodyMemory,
+		LogLevel:           "info",
+		MaxInflight:        1024,
+		ShedWait:           250 * time.Millisecond,
+		MaxConns:           4096,
+		MaxStreams:         1000,
+		ReadHeaderTimeout:  5 * time.Second,
+		ReadTimeout:        15 * time.Second,
+		WriteTimeout:       15 * time.Second,
+		IdleTimeout:        2 * time.Minute,
+		MaxHeaderBytes:     16 << 10,
+		ShutdownDelay:      5 * time.Second,
+		ShutdownTimeout:    10 * time.Second,
+	}
+}
+
+// loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
+// Lists are comma-separated, their items trimmed. A BIGSEG_* variable that names no setting is
+// an error that names the nearest one: a misspelt setting must not be silently ignored. Every
+// error names the variable at fault.
+func loadConfig() (config, error) {
+	cfg := defaultConfig()
+	if err := unknownVariables(os.Environ()); err != nil {
+		return cfg, err
+	}
+	if err := envconfig.Process(envPrefix, &cfg); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return cfg, fmt.Errorf("%s=%q: not a valid %s", pe.KeyName, pe.Value, pe.TypeName)
 		}
-		if s == "" {
-			continue
-		}
-		if err := setField(v.Field(i), s); err != nil {
-			return cfg, fmt.Errorf("%s=%q: not a valid %s", name, s, f.Type)
+		return cfg, err
+	}
+	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens} {
+		for i := range *list {
+			(*list)[i] = strings.TrimSpace((*list)[i])
 		}
 	}
 	return cfg, cfg.validate()
 }
 
-// setField parses s into one of config's field types.
-func setField(f reflect.Value, s string) error {
-	var err error
-	switch p := f.Addr().Interface().(type) {
-	case *string:
-		*p = s
-	case *bool:
-		*p, err = strconv.ParseBool(s)
-	case *int:
-		*p, err = strconv.Atoi(s)
-	case *int64:
-		*p, err = strconv.ParseInt(s, 10, 64)
-	case *time.Duration:
-		*p, err = time.ParseDuration(s)
-	case *[]string:
-		*p = strings.Split(s, ",")
-	default:
-		panic(fmt.Sprintf("config: no parser for %s", f.Type()))
+// variables are the names of every setting's variable.
+func variables() []string {
+	var names []string
+	typ := reflect.TypeFor[config]()
+	for i := range typ.NumField() {
+		names = append(names, envPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
 	}
-	return err
+	return names
+}
+
+// unknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
+// the tests' own, and the variables Kubernetes sets for a Service named like a BIGSEG_ prefix
+// (BIGSEG_SERVICE_HOST, BIGSEG_PORT_8080_TCP and the like).
+func unknownVariables(environ []string) error {
+	known := variables()
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix+"_") || slices.Contains(known, name) ||
+			strings.HasPrefix(name, envPrefix+"_TEST_") || serviceLink.MatchString(name) {
+			continue
+		}
+		return fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known))
+	}
+	return nil
+}
+
+// serviceLink matches the variables Kubernetes injects for a Service (enableServiceLinks).
+var serviceLink = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
+
+// nearest is the name of names closest to name, by edit distance.
+func nearest(name string, names []string) string {
+	best, bestD := "", -1
+	for _, n := range names {
+		if d := editDistance(name, n); bestD < 0 || d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // validate checks every setting at once; Redis's are checked by validateRedis.
@@ -225,6 +308,14 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
+// usageFormat is envconfig's table with each variable's default as defaultConfig has it.
+const usageFormat = `This application is configured via the environment. The following environment
+variables can be used:
+
+KEY	TYPE	DEFAULT	DESCRIPTION
+{{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}
+{{end}}`
+
 // usage lists every variable with its default.
 func usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
@@ -234,8 +325,8 @@ func usage(w io.Writer) error {
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	var cfg config
-	if err := envconfig.Usagef(envPrefix, &cfg, tw, envconfig.DefaultTableFormat); err != nil {
+	cfg := defaultConfig()
+	if err := envconfig.Usagef(envPrefix, &cfg, tw, usageFormat); err != nil {
 		return err
 	}
 	fmt.Fprintln(tw)

@@ -19,7 +19,7 @@ import (
 // listener has TLS: it checks that its own process answers, so it verifies no certificate,
 // and under mutual TLS it presents the server's own certificate (which works where one CA
 // issues both, as cert-manager's CA issuers do; else set BIGSEG_METRICS_ADDR).
-func healthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func healthcheck(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
@@ -29,10 +29,7 @@ func healthcheck(ctx context.Context, args []string, getenv func(string) string,
 	}
 	client := http.DefaultClient
 	if *url == "" {
-		cfg, err := loadConfig(getenv)
-		if err != nil {
-			return err
-		}
+		var err error
 		if *url, client, err = selfCheck(cfg); err != nil {
 			return err
 		}

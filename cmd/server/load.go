@@ -13,53 +13,147 @@ import (
 )
 
 // load runs "server load [--replace] FILE": it writes a fixture into the configured Redis in
-// the LaunchDarkly layout, then sets the cursor (the file's, or a new one) and the
-// synchronization time (the file's synchronizedOn, or now), so that running instances see the
-// load as a change at their next poll. The whole file is checked before anything is written.
-func load(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// the LaunchDarkly layout, then sets the synchronization time (the file's synchronizedOn, or
+// now) and, if the load changed anything, the cursor (the file's, or a new one), so that
+// running instances see the load as a change at their next poll. A load that changes nothing
+// keeps the stored cursor: a new one would empty every running instance's cache. The whole
+// file is checked before anything is written. Each phase (reading, parsing, writing,
+// deleting) prints its progress to stderr about once a second, and a last line.
+func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
+	return loadWithClock(ctx, args, cfg, stdout, stderr, time.Now)
+}
+
+// loadWithClock is load, with the clock that paces its progress lines and gives the
+// synchronization time: a test passes one that it moves.
+func loadWithClock(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer, now func() time.Time) error {
 	opts, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	if cfg.topology() == topologyNone {
+	if !cfg.hasRedis() {
 		return errors.New("load: no Redis configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS")
 	}
-	f, err := fixture.ReadFileContext(ctx, file)
+	f, err := fixture.ReadFileContext(ctx, file, fixture.WithProgress(fileProgress(stderr, now, file)))
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	client, target, err := newRedisClient(cfg)
+	ro, err := cfg.redisOptions()
+	if err != nil {
+		return err
+	}
+	client, err := redis.NewClient(ro)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
 
-	synced := time.Now()
+	synced := now()
 	if f.SynchronizedOn != nil {
 		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
 	}
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
-		len(f.Contexts), file, target.topology, target.addrs, cfg.Prefix)
-	lastReport := time.Now()
+		len(f.Contexts), file, ro.Topology(), ro.Addrs(), cfg.Prefix)
 	opts.SynchronizedOn, opts.Cursor = synced, f.Cursor
-	opts.Progress = func(done, total int) {
-		if time.Since(lastReport) >= time.Second && done < total {
-			fmt.Fprintf(stderr, "loaded %d/%d contexts\n", done, total)
-			lastReport = time.Now()
-		}
-	}
+	opts.Progress = loadProgress(stderr, now)
 	st, err := redis.New(client, cfg.Prefix).Load(ctx, f.Contexts, opts)
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
-	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d, cursor %s\n",
-		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec, st.Cursor)
+	if f.Cursor != "" && !st.CursorChanged && st.Changed() {
+		fmt.Fprintf(stderr, "warning: the data changed, but the file's cursor is the one stored already: running instances keep the answers they cached until they expire\n")
+	}
+	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d, %s\n",
+		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec, cursorSummary(st, f.Cursor))
 	return nil
 }
+
+// cursorSummary says which cursor the load left, and why: whether running instances drop
+// their cached answers depends on it.
+func cursorSummary(st redis.LoadStats, fileCursor string) string {
+	switch {
+	case st.CursorChanged && fileCursor != "":
+		return fmt.Sprintf("cursor %s (the file's, new)", st.Cursor)
+	case st.CursorChanged && st.Changed():
+		return fmt.Sprintf("cursor %s (new: the data changed)", st.Cursor)
+	case st.CursorChanged:
+		return fmt.Sprintf("cursor %s (new: the stored one was not a valid cursor)", st.Cursor)
+	case fileCursor != "":
+		return fmt.Sprintf("cursor %s unchanged (the file's, stored already)", st.Cursor)
+	case st.Cursor == "":
+		return "no cursor, unchanged (nothing changed)"
+	}
+	return fmt.Sprintf("cursor %s unchanged (nothing changed)", st.Cursor)
+}
+
+// fileProgress returns the progress report of reading then parsing file, which prints it.
+func fileProgress(w io.Writer, now func() time.Time, file string) func(fixture.Progress) {
+	read, parse := startMeter(w, now), (*meter)(nil)
+	return func(p fixture.Progress) {
+		switch {
+		case p.Stage == fixture.Reading && p.Done:
+			read.done("read %s from %s", mib(p.Bytes), file)
+			parse = startMeter(w, now)
+		case p.Stage == fixture.Reading && p.Total > 0:
+			read.report("read %s of %s", mib(p.Bytes), mib(p.Total))
+		case p.Stage == fixture.Reading:
+			read.report("read %s", mib(p.Bytes))
+		case p.Done:
+			parse.done("parsed %d contexts", p.Contexts)
+		default:
+			parse.report("parsed %d contexts (%s of %s)", p.Contexts, mib(p.Bytes), mib(p.Total))
+		}
+	}
+}
+
+// loadProgress returns the progress report of writing then deleting, which prints it.
+func loadProgress(w io.Writer, now func() time.Time) func(redis.Progress) {
+	write, del := startMeter(w, now), (*meter)(nil)
+	return func(p redis.Progress) {
+		switch {
+		case p.Phase == redis.Writing && p.Done:
+			write.done("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
+			del = startMeter(w, now)
+		case p.Phase == redis.Writing:
+			write.report("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
+		case p.Done:
+			del.done("deleted %d sets of unlisted contexts (%d keys scanned)", p.KeysDeleted, p.Scanned)
+		default:
+			del.report("deleting sets of unlisted contexts: %d keys scanned, %d deleted", p.Scanned, p.KeysDeleted)
+		}
+	}
+}
+
+// progressEvery is how often a phase of a load prints its progress, at most.
+const progressEvery = time.Second
+
+// meter prints the progress of one phase: a line at most every progressEvery by its clock,
+// from the first, and a last line with how long the phase took.
+type meter struct {
+	w     io.Writer
+	now   func() time.Time
+	start time.Time
+	next  time.Time // when the next line is due
+}
+
+func startMeter(w io.Writer, now func() time.Time) *meter {
+	t := now()
+	return &meter{w: w, now: now, start: t, next: t.Add(progressEvery)}
+}
+
+// report prints a line if one is due.
+func (m *meter) report(format string, args ...any) {
+	if t := m.now(); !t.Before(m.next) {
+		fmt.Fprintf(m.w, format+"\n", args...)
+		m.next = t.Add(progressEvery)
+	}
+}
+
+// done prints the phase's last line.
+func (m *meter) done(format string, args ...any) {
+	fmt.Fprintf(m.w, format+" in %v\n", append(args, m.now().Sub(m.start).Round(time.Millisecond))...)
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // parseLoadArgs reads load's flags and its one file name.
 func parseLoadArgs(args []string, stderr io.Writer) (redis.LoadOptions, string, error) {

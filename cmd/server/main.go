@@ -3,6 +3,7 @@
 //
 //	server                      serve (configured by BIGSEG_* environment variables)
 //	server -h                   list every variable with its default
+//	server -version             print the version
 //	server load [--replace] F   write fixture file F into the configured Redis
 //	server healthcheck          exit 0 if the local server answers /livez
 package main
@@ -14,66 +15,93 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/bigseg/bigseg/storage/redis"
 )
 
 func main() {
+	for _, kv := range os.Environ() { // an empty variable counts as unset
+		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix+"_") && v == "" {
+			os.Unsetenv(name)
+		}
+	}
+	cfg, cfgErr := loadConfig()
+	level, _ := parseLevel(cfg.LogLevel)
+	redis.SetLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	// go-redis logs through a process-wide logger: reconnection attempts and the like, at
-	// debug level, since failures reach operators through lookups, polls and metrics.
-	level, _ := parseLevel(os.Getenv("BIGSEG_LOG_LEVEL"))
-	goredis.SetLogger(redisLogger{slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
-	if err := run(context.Background(), signals, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	settings := func() (config, error) { return cfg, cfgErr }
+	if err := run(context.Background(), signals, os.Args, settings, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bigseg:", err)
 		os.Exit(1)
 	}
 }
 
-// run is the whole program; main only gives it the process's signals, environment and
-// streams, so that tests can run it in-process, several at once. The first SIGTERM or SIGINT
-// (or the end of ctx) begins a graceful shutdown; a second cuts the shutdown delay short.
-// SIGHUP reloads the embedded store's fixture.
-func run(ctx context.Context, signals <-chan os.Signal, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// run is the whole program; main only gives it the process's signals, arguments, settings
+// (read from the environment) and streams, so that tests can run it in-process, several at
+// once. SIGTERM (or the end of ctx) begins a graceful shutdown, SIGINT a quick one (see
+// app.shutdown); SIGHUP reloads the API tokens file and the embedded store's fixture.
+func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config, error), stdout, stderr io.Writer) error {
+	cmd := ""
 	if len(args) > 1 {
-		ctx, cancel := untilInterrupted(ctx, signals)
-		defer cancel()
-		switch args[1] {
-		case "-h", "-help", "--help", "help":
-			return usage(stdout)
-		case "load":
-			return load(ctx, args[2:], getenv, stdout, stderr)
-		case "healthcheck":
-			return healthcheck(ctx, args[2:], getenv, stdout, stderr)
-		default:
-			return fmt.Errorf("unknown command %q (try -h)", args[1])
-		}
+		cmd = args[1]
 	}
-	cfg, err := loadConfig(getenv)
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		return usage(stdout)
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "bigseg", version())
+		return nil
+	case "", "load", "healthcheck":
+	default:
+		return fmt.Errorf("unknown command %q (try -h)", cmd)
+	}
+	cfg, err := settings()
 	if err != nil {
 		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	switch cmd {
+	case "load":
+		go cancelOnSignal(ctx, cancel, signals)
+		return load(ctx, args[2:], cfg, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args[2:], cfg, stdout, stderr)
 	}
 	return serve(ctx, signals, cfg, stderr)
 }
 
-// untilInterrupted returns a context that ends with ctx or at the first signal.
-func untilInterrupted(ctx context.Context, signals <-chan os.Signal) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-signals:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+// cancelOnSignal ends ctx at the first signal.
+func cancelOnSignal(ctx context.Context, cancel context.CancelFunc, signals <-chan os.Signal) {
+	select {
+	case <-signals:
+		cancel()
+	case <-ctx.Done():
+	}
 }
 
-// redisLogger sends go-redis's own log lines to slog at debug level.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+// version is the module version bigseg was built as, and its VCS revision when the build
+// recorded one ("(devel)" and a revision for a build from a checkout).
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v, rev, dirty := info.Main.Version, "", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			rev = " " + s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev != "" {
+		return v + rev + dirty
+	}
+	return v
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,8 +11,27 @@ import (
 	"testing"
 )
 
-// Every test the README (and BENCHMARKS.md) names as evidence must exist: a renamed or removed
-// test would leave a claim unbacked.
+// docFiles are the documents whose claims name tests: the README, every page of docs/, the
+// benchmarks, and the READMEs of the SDK adapters and the Helm chart.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no pages in docs/")
+	}
+	return append([]string{
+		"../../README.md",
+		"../../BENCHMARKS.md",
+		"../../integrations/README.md",
+		"../../deploy/helm/bigseg/README.md",
+	}, pages...)
+}
+
+// Every test the docs name as evidence must exist: a renamed or removed test would leave a
+// claim unbacked.
 func TestDocsNameRealTests(t *testing.T) {
 	defined := map[string]bool{}
 	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w+)\(`)
@@ -35,15 +57,93 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z]\\w*)`")
-	for _, doc := range []string{"../../README.md", "../../BENCHMARKS.md"} {
+	for _, doc := range docFiles(t) {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
+		rel, _ := filepath.Rel("../..", doc)
 		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
 			if !defined[m[1]] {
-				t.Errorf("%s names %s, which no test file defines", filepath.Base(doc), m[1])
+				t.Errorf("%s names %s, which no test file defines", rel, m[1])
 			}
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/configuration.md's table from server -h")
+
+// configMarker ends the hand-written part of docs/configuration.md; the table after it is
+// what `server -h` prints.
+const configMarker = "<!-- The table below is `server -h`, written by TestConfigurationDocListsEverySetting -update. -->"
+
+// TestConfigurationDocListsEverySetting keeps the configuration reference equal to `server
+// -h`: every setting, its type, default and description. With -update, it writes the table.
+func TestConfigurationDocListsEverySetting(t *testing.T) {
+	var help bytes.Buffer
+	if err := usage(&help); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, configMarker)
+	if i < 0 {
+		t.Fatalf("docs/configuration.md has no line %q", configMarker)
+	}
+	want := doc[:i] + configMarker + "\n\n" + helpTable(t, help.String())
+	if *update {
+		if err := os.WriteFile("../../docs/configuration.md", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if doc != want {
+		t.Error("docs/configuration.md's table is not what server -h prints: run go test ./cmd/server -run TestConfigurationDocListsEverySetting -update")
+	}
+	if n := strings.Count(want, "\n| `BIGSEG_"); n != len(variables()) {
+		t.Errorf("the table has %d settings, the server %d", n, len(variables()))
+	}
+}
+
+// helpTable is the settings table of `server -h` as Markdown. The columns of the help are
+// where its header's names begin.
+func helpTable(t *testing.T, help string) string {
+	t.Helper()
+	var header string
+	var cols []int
+	var b strings.Builder
+	b.WriteString("| variable | type | default | description |\n|---|---|---|---|\n")
+	for line := range strings.Lines(help) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "KEY ") {
+			header = line
+			for _, name := range []string{"KEY", "TYPE", "DEFAULT", "DESCRIPTION"} {
+				cols = append(cols, strings.Index(header, name))
+			}
+			continue
+		}
+		if header == "" || !strings.HasPrefix(line, "BIGSEG_") {
+			continue
+		}
+		var cells []string
+		for j, c := range cols {
+			end := len(line)
+			if j+1 < len(cols) {
+				end = min(cols[j+1], len(line))
+			}
+			cells = append(cells, strings.TrimSpace(line[min(c, len(line)):end]))
+		}
+		def := "unset"
+		if cells[2] != "" {
+			def = "`" + cells[2] + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", cells[0], cells[1], def, strings.ReplaceAll(cells[3], "|", "\\|"))
+	}
+	if header == "" {
+		t.Fatal("server -h has no settings table")
+	}
+	return b.String()
 }

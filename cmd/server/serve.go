@@ -11,13 +11,14 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
@@ -28,8 +29,8 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the HTTP service until ctx ends or SIGTERM or SIGINT arrives, then shuts it
-// down (see app.shutdown).
+// serve runs the HTTP service until ctx ends or a signal asks it to stop, then shuts it down
+// (see app.shutdown).
 func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
@@ -49,7 +50,7 @@ type app struct {
 	store  openedStore
 	svc    *segments.Service
 	srv    *http.Server
-	ln     *connLimit
+	ln     *guard.Listener
 	sides  []*sideServer       // the metrics and profiler listeners, when configured
 	certs  *guard.Certificates // the listeners' TLS files, when configured
 	tokens *guard.Tokens       // the bearer tokens accepted, if any
@@ -69,7 +70,9 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	m.BuildInfo(version(), runtime.Version())
 	if a.store.poolStats != nil {
 		m.WatchRedisPool(a.store.poolStats)
 	}
@@ -86,21 +89,21 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	)
 	m.WatchCache(a.svc.CacheLen)
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
-	if err := a.loadCerts(m); err != nil {
+	if cfg.TLSCertFile != "" {
+		if a.certs, err = guard.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
+			return nil, err
+		}
+	}
+	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile); err != nil {
 		return nil, err
 	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 		MaxRequestsInFlight: metricsInFlight})
-	if err := a.listen(metricsHandler); err != nil {
-		return nil, err
-	}
-	m.WatchConnections(a.ln.Open)
-	handler, err := a.handler(m, metricsHandler)
-	if err != nil {
+	if err := a.listen(m, metricsHandler); err != nil {
 		return nil, err
 	}
 	a.srv = &http.Server{
-		Handler:           handler,
+		Handler:           handlers.New(a.svc, a.handlersConfig(m, metricsHandler)),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -117,15 +120,6 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	return a, nil
 }
 
-// loadCerts reads the listeners' TLS files, when configured, and exports their state.
-func (a *app) loadCerts(m *metrics.Metrics) (err error) {
-	if a.cfg.TLSCertFile == "" {
-		return nil
-	}
-	a.certs, err = guard.NewCertificates(a.cfg.TLSCertFile, a.cfg.TLSKeyFile, a.cfg.TLSClientCAFile, []string{"http/1.1"}, a.log, m.TLSCertificate)
-	return err
-}
-
 // metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
 // it, a scrape gets 503.
 const metricsInFlight = 4
@@ -140,14 +134,15 @@ func http1Only() *http.Protocols {
 }
 
 // listen opens the API's listener, under the connection limit, and the side listeners.
-func (a *app) listen(metricsHandler http.Handler) error {
+func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	a.ln = newConnLimit(ln, a.cfg.MaxConns)
+	a.ln = guard.NewListener(ln, a.cfg.MaxConns)
+	m.WatchConnections(a.ln.Open)
 	if a.cfg.MetricsAddr != "" {
-		ops := handlers.NewOps(a.svc, handlers.WithLogger(a.log), handlers.WithMetrics(metricsHandler))
+		ops := handlers.NewOps(a.svc, handlers.Config{Log: a.log, Metrics: metricsHandler})
 		var tc *tls.Config
 		if a.cfg.MetricsTLS {
 			tc = a.certs.ServerConfig()
@@ -162,49 +157,34 @@ func (a *app) listen(metricsHandler http.Handler) error {
 	return nil
 }
 
-// handler builds the HTTP API.
-func (a *app) handler(m *metrics.Metrics, metricsHandler http.Handler) (http.Handler, error) {
-	var err error
-	a.tokens, err = guard.NewTokens(a.cfg.APITokens, a.cfg.APITokensFile, a.log, m.APITokensFile)
-	if err != nil {
-		return nil, err
-	}
+// handlersConfig is the HTTP API's configuration, with the defences where they belong.
+func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) handlers.Config {
 	if a.cfg.MetricsAddr != "" {
 		metricsHandler = nil // served on its own listener only
 	}
-	return handlers.New(a.svc,
-		handlers.WithLogger(a.log),
-		handlers.WithStoreName(a.store.name),
-		handlers.WithMaxKeyBytes(a.cfg.MaxKeyBytes),
-		handlers.WithMaxBatch(a.cfg.MaxBatch),
-		handlers.WithMaxBatchRefs(a.cfg.MaxBatchRefs),
-		handlers.WithMaxBodyBytes(a.cfg.MaxBodyBytes),
-		handlers.WithBodyReadTimeout(a.cfg.BodyReadTimeout),
-		handlers.WithBodyMemory(a.cfg.BodyMemoryBytes),
-		handlers.WithMaxStreams(a.maxStreams()),
-		handlers.WithRequestObserver(m.ObserveRequest),
-		handlers.WithMetrics(metricsHandler),
-		handlers.WithTokens(a.tokens),
-		handlers.WithLoadShedding(a.cfg.MaxInflight, a.cfg.ShedWait),
-		handlers.WithAccessLog(a.cfg.AccessLog),
-		handlers.WithStop(a.stop),
-	), nil
-}
-
-// maxStreams is BIGSEG_MAX_STREAMS, held to half of BIGSEG_MAX_CONNS: an open status stream
-// is a connection in use, which the connection limit never closes to make room, so more
-// streams than that could take every connection and lock other clients out.
-func (a *app) maxStreams() int {
-	n := min(a.cfg.MaxStreams, a.cfg.MaxConns/2)
-	if n < a.cfg.MaxStreams {
+	streams := a.ln.MaxStreams(a.cfg.MaxStreams)
+	if streams < a.cfg.MaxStreams {
 		a.log.Warn("BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection",
-			"maxStreams", n)
+			"maxStreams", streams)
 	}
-	return n
+	cfg := handlers.Config{
+		Log: a.log, StoreName: a.store.name, Version: version(),
+		MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
+		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
+		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
+		Bodies:  guard.NewBodies(a.cfg.BodyMemoryBytes),
+		Shed:    guard.Shed(a.cfg.MaxInflight, a.cfg.ShedWait, handlers.Error),
+		Streams: guard.Streams(streams, handlers.Error),
+	}
+	if a.tokens.Enabled() {
+		cfg.Authenticate = a.tokens.Require(handlers.Error)
+	}
+	return cfg
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
-// the embedded store. The status poller runs meanwhile and stops only once the server has.
+// the API tokens and the embedded store. The status poller runs meanwhile and stops only once
+// the server has.
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -225,20 +205,23 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		serveErr <- a.srv.Serve(a.ln)
 	}()
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
-		"store", a.store.name, "auth", a.cfg.APITokensFile != "" || len(a.cfg.APITokens) > 0,
+		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
 		"pollInterval", a.svc.PollInterval().String(), "staleAfter", a.svc.StaleAfter().String(), "lookupTimeout", a.cfg.LookupTimeout.String())
 	for {
 		select {
 		case err := <-serveErr:
 			return fmt.Errorf("serve: %w", err)
 		case <-ctx.Done():
-			return a.shutdown(signals, serveErr)
+			return a.shutdown(signals, serveErr, a.cfg.ShutdownDelay)
 		case sig := <-signals:
-			if sig == syscall.SIGHUP {
+			switch sig {
+			case syscall.SIGHUP:
 				a.reload()
 				continue
+			case os.Interrupt: // Ctrl-C in a terminal: no load balancer to wait for
+				return a.shutdown(signals, serveErr, 0)
 			}
-			return a.shutdown(signals, serveErr)
+			return a.shutdown(signals, serveErr, a.cfg.ShutdownDelay)
 		}
 	}
 }
@@ -249,7 +232,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 func (a *app) reload() {
 	a.tokens.Reload()
 	if a.store.reload == nil {
-		a.log.Info("SIGHUP: nothing to reload (the store is Redis)")
+		a.log.Info("SIGHUP: no fixture to reload (the store is Redis)")
 		return
 	}
 	if err := a.store.reload(); err != nil {
@@ -261,26 +244,15 @@ func (a *app) reload() {
 }
 
 // shutdown stops serving in the order load balancers need: /readyz turns 503 and every answer
-// says "Connection: close" for BIGSEG_SHUTDOWN_DELAY (a further interrupt ends the delay),
-// while requests are still served; then the listener closes and in-flight requests get up to
-// BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
-func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error) error {
+// says "Connection: close" for delay (BIGSEG_SHUTDOWN_DELAY after SIGTERM; none after SIGINT,
+// and a further signal ends it), while requests are still served; then the listener closes and
+// in-flight requests get up to BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
+func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error, delay time.Duration) error {
 	a.svc.Drain()
-	a.log.Info("shutting down: not ready, still serving", "delay", a.cfg.ShutdownDelay.String())
-	delay := time.NewTimer(a.cfg.ShutdownDelay)
-	defer delay.Stop()
-wait:
-	for {
-		select {
-		case <-delay.C:
-			break wait
-		case sig := <-signals:
-			if sig != syscall.SIGHUP {
-				a.log.Info("shutting down: delay cut short by a second signal")
-				break wait
-			}
-		case err := <-serveErr:
-			return fmt.Errorf("serve: %w", err)
+	if delay > 0 {
+		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
+		if err := a.wait(signals, serveErr, delay); err != nil {
+			return err
 		}
 	}
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
@@ -296,6 +268,25 @@ wait:
 	}
 	a.log.Info("stopped")
 	return nil
+}
+
+// wait waits out the shutdown delay, unless a second SIGTERM or SIGINT ends it first.
+func (a *app) wait(signals <-chan os.Signal, serveErr <-chan error, delay time.Duration) error {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case sig := <-signals:
+			if sig != syscall.SIGHUP {
+				a.log.Info("shutting down: delay cut short by a second signal")
+				return nil
+			}
+		case err := <-serveErr:
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
 }
 
 // close releases what newApp opened: the side listeners, the API's listener if it never
@@ -323,20 +314,28 @@ type openedStore struct {
 
 // openStore opens the configured store.
 func openStore(cfg config, log *slog.Logger) (openedStore, error) {
-	if cfg.topology() == topologyNone {
+	if !cfg.hasRedis() {
 		return openMemoryStore(cfg, log)
 	}
-	client, target, err := newRedisClient(cfg)
+	opts, err := cfg.redisOptions()
 	if err != nil {
 		return openedStore{}, err
 	}
-	log.Info("using Redis", "store", "redis", "topology", target.topology, "addrs", target.addrs,
-		"tls", target.tls, "prefix", cfg.Prefix)
+	client, err := redis.NewClient(opts)
+	if err != nil {
+		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", err)
+	}
+	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
+		"tls", opts.TLS != nil, "prefix", cfg.Prefix)
 	return openedStore{
-		store:     redis.New(client, cfg.Prefix),
-		name:      "redis",
-		poolStats: func() metrics.PoolStats { return poolStats(client.PoolStats()) },
-		close:     func() { client.Close() },
+		store: redis.New(client, cfg.Prefix),
+		name:  "redis",
+		poolStats: func() metrics.PoolStats {
+			s := client.PoolStats()
+			return metrics.PoolStats{Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
+				TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns)}
+		},
+		close: func() { client.Close() },
 	}, nil
 }
 
@@ -356,24 +355,17 @@ func openMemoryStore(cfg config, log *slog.Logger) (openedStore, error) {
 	if err != nil {
 		return openedStore{}, err
 	}
-	store := memory.New(f, time.Now())
+	store := memory.New(f, time.Now)
 	log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
 		"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
 	reload := func() error {
 		f, err := read()
 		if err == nil {
-			store.Replace(f, time.Now())
+			store.Replace(f)
 		}
 		return err
 	}
 	return openedStore{store: store, name: "memory", reload: reload, close: func() {}}, nil
-}
-
-func poolStats(s *goredis.PoolStats) metrics.PoolStats {
-	return metrics.PoolStats{
-		Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
-		TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns),
-	}
 }
 
 func pprofMux() *http.ServeMux {
@@ -406,7 +398,7 @@ func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeo
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", name, err)
 	}
-	limited := newConnLimit(ln, sideConns)
+	limited := guard.NewListener(ln, sideConns)
 	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),

@@ -151,7 +151,8 @@ func start(t *testing.T, env map[string]string) *server {
 }
 
 // environ is the environment a test runs the program with: env over test defaults, and
-// nothing from the machine, so that tests with different settings run side by side.
+// nothing of the machine's BIGSEG_* variables, so that tests with different settings run side
+// by side.
 func environ(env map[string]string) func(string) string {
 	defaults := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SHUTDOWN_DELAY": "0s"}
 	return func(k string) string {
@@ -162,9 +163,48 @@ func environ(env map[string]string) func(string) string {
 	}
 }
 
-// runProgram runs the program in-process: "server" with args, in env.
+// envMu serializes the tests' use of the process environment, which configurations are
+// read from.
+var envMu sync.Mutex
+
+// configOf is the configuration the program reads, as main does, from env over the test
+// defaults (environ): the process's own BIGSEG_* variables (but BIGSEG_TEST_*) are set aside
+// meanwhile, and set back after.
+func configOf(env map[string]string) (config, error) {
+	envMu.Lock()
+	defer envMu.Unlock()
+	saved := map[string]string{}
+	for _, kv := range os.Environ() {
+		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "BIGSEG_") && !strings.HasPrefix(name, "BIGSEG_TEST_") {
+			saved[name] = v
+			os.Unsetenv(name)
+		}
+	}
+	get := environ(env)
+	names := variables()
+	for k := range env {
+		names = append(names, k)
+	}
+	for _, name := range names {
+		if v := get(name); v != "" {
+			os.Setenv(name, v)
+		}
+	}
+	defer func() {
+		for _, name := range names {
+			os.Unsetenv(name)
+		}
+		for name, v := range saved {
+			os.Setenv(name, v)
+		}
+	}()
+	return loadConfig()
+}
+
+// runProgram runs the program in-process: "server" with args, configured by env.
 func runProgram(ctx context.Context, env map[string]string, stdout, stderr io.Writer, args ...string) error {
-	return run(ctx, nil, append([]string{"server"}, args...), environ(env), stdout, stderr)
+	settings := func() (config, error) { return configOf(env) }
+	return run(ctx, nil, append([]string{"server"}, args...), settings, stdout, stderr)
 }
 
 func (s *server) get(t *testing.T, path string) (*http.Response, []byte) {
@@ -342,6 +382,8 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"BIGSEG_CACHE_TTL": "5"}, `BIGSEG_CACHE_TTL="5": not a valid time.Duration`},
+		{map[string]string{"BIGSEG_REDIS_URL": "127.0.0.1:6379"}, `"127.0.0.1:6379" is not a URL: give redis://127.0.0.1:6379`},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://bigseg:hunter2@127.0.0.1:6379/x"}, `BIGSEG_REDIS_URL: `},
 		{map[string]string{"BIGSEG_CACHE_SIZE": "many"}, `BIGSEG_CACHE_SIZE="many"`},
 		{map[string]string{"BIGSEG_CACHE_SIZE": "-1"}, "BIGSEG_CACHE_SIZE: must not be negative"},
 		{map[string]string{"BIGSEG_STALE_AFTER": "0s"}, "BIGSEG_STALE_AFTER: must be positive"},
@@ -372,12 +414,32 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownVariables: a BIGSEG_* variable that names no setting stops the start with the
+// nearest setting's name, but for the tests' own and Kubernetes' service links.
+func TestUnknownVariables(t *testing.T) {
+	for env, want := range map[string]string{
+		"BIGSEG_REDIS_ULR": "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?",
+		"BIGSEG_CACHESIZE": "did you mean BIGSEG_CACHE_SIZE?",
+		"BIGSEG_TOKENS":    "did you mean BIGSEG_API_TOKENS?",
+	} {
+		if _, err := configOf(map[string]string{env: "redis://127.0.0.1:6379"}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", env, err, want)
+		}
+	}
+	for _, env := range []string{"BIGSEG_SERVICE_HOST", "BIGSEG_SERVICE_PORT", "BIGSEG_SERVICE_PORT_HTTP", "BIGSEG_PORT",
+		"BIGSEG_PORT_8080_TCP", "BIGSEG_PORT_8080_TCP_ADDR", "BIGSEG_REDIS_PORT_6379_TCP_PROTO", "BIGSEG_TEST_ANYTHING"} {
+		if _, err := configOf(map[string]string{env: "10.0.0.1"}); err != nil {
+			t.Errorf("%s: %v, want it left alone", env, err)
+		}
+	}
+}
+
 func TestHelpListsEveryVariable(t *testing.T) {
 	var out bytes.Buffer
 	if err := runProgram(context.Background(), nil, &out, io.Discard, "-h"); err != nil {
 		t.Fatal(err)
 	}
-	typ := reflect.TypeFor[config]()
+	typ, defaults := reflect.TypeFor[config](), reflect.ValueOf(defaultConfig())
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		line := ""
@@ -390,7 +452,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 			t.Errorf("BIGSEG_%s not listed", f.Tag.Get("envconfig"))
 			continue
 		}
-		if d := f.Tag.Get("default"); d != "" && !strings.Contains(line, " "+d+" ") {
+		if d := fmt.Sprint(defaults.Field(i).Interface()); d != "" && d != "[]" && !strings.Contains(line, " "+d+" ") {
 			t.Errorf("BIGSEG_%s listed without its default %q: %s", f.Tag.Get("envconfig"), d, line)
 		}
 	}

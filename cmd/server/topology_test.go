@@ -20,6 +20,7 @@ import (
 
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/storage/fixture"
+	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // loadFile runs "server load" with the given environment.
@@ -262,18 +263,29 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// clientOf is the Redis client the program makes with env.
+func clientOf(t *testing.T, env map[string]string) goredis.UniversalClient {
+	t.Helper()
+	cfg, err := configOf(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := cfg.redisOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := redis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestMaxRetries: BIGSEG_REDIS_MAX_RETRIES counts retries, and 0 means none. go-redis takes 0
 // as "its default, 3" and -1 as none, and stores none as 0 once the client is made.
 func TestMaxRetries(t *testing.T) {
 	for env, want := range map[string]int{"0": 0, "1": 1, "2": 2} {
-		cfg, err := loadConfig(environ(map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_MAX_RETRIES": env}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _, err := newRedisClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := clientOf(t, map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_MAX_RETRIES": env})
 		if got := c.(*goredis.Client).Options().MaxRetries; got != want {
 			t.Errorf("BIGSEG_REDIS_MAX_RETRIES=%s: go-redis MaxRetries %d, want %d", env, got, want)
 		}
@@ -335,16 +347,10 @@ func TestHealthcheckDialsTheListenAddress(t *testing.T) {
 func TestRedisTLSServerNameIPv6(t *testing.T) {
 	for url, want := range map[string]string{"rediss://[::1]:6380": "::1", "rediss://redis.internal:6380": "redis.internal",
 		"rediss://10.0.0.1:6380/2": "10.0.0.1"} {
-		cfg, err := loadConfig(environ(map[string]string{"BIGSEG_REDIS_URL": url}))
-		if err != nil {
-			t.Fatal(err)
+		c := clientOf(t, map[string]string{"BIGSEG_REDIS_URL": url})
+		if tc := c.(*goredis.Client).Options().TLSConfig; tc == nil || tc.ServerName != want {
+			t.Errorf("%s: TLS server name %v, want %q", url, tc, want)
 		}
-		o, err := cfg.redisOptions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.TLSConfig == nil || o.TLSConfig.ServerName != want {
-			t.Errorf("%s: TLS server name %v, want %q", url, o.TLSConfig, want)
-		}
+		c.Close()
 	}
 }

@@ -8,9 +8,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -152,3 +156,60 @@ func Decode[T any](t testing.TB, body []byte) T {
 	}
 	return v
 }
+
+// StuckWriter is a ResponseWriter whose writes wait for Release to be closed, like a client
+// that reads nothing, or fail once a write deadline set through http.ResponseController has
+// passed. Writing is closed at the first write.
+type StuckWriter struct {
+	*httptest.ResponseRecorder
+	Writing  chan struct{}
+	Release  chan struct{}
+	once     sync.Once
+	cutOnce  sync.Once
+	cut      atomic.Bool
+	deadline chan struct{} // closed when a past write deadline is set
+}
+
+// NewStuckWriter returns a StuckWriter whose writes wait.
+func NewStuckWriter() *StuckWriter {
+	return &StuckWriter{ResponseRecorder: httptest.NewRecorder(), Writing: make(chan struct{}), Release: make(chan struct{})}
+}
+
+// Cut says whether a write deadline cut the writes off.
+func (s *StuckWriter) Cut() bool { return s.cut.Load() }
+
+func (s *StuckWriter) Write(p []byte) (int, error) {
+	s.once.Do(func() { close(s.Writing) })
+	s.cutOnce.Do(func() { s.deadline = make(chan struct{}) })
+	select {
+	case <-s.Release:
+		return s.ResponseRecorder.Write(p)
+	case <-s.deadline:
+		return 0, os.ErrDeadlineExceeded
+	}
+}
+
+// WriteString hides the recorder's own, which would not wait.
+func (s *StuckWriter) WriteString(str string) (int, error) { return s.Write([]byte(str)) }
+
+// SetWriteDeadline is what http.ResponseController calls: once t passes, writes fail.
+func (s *StuckWriter) SetWriteDeadline(t time.Time) error {
+	s.cutOnce.Do(func() { s.deadline = make(chan struct{}) })
+	expire := func() {
+		if s.cut.CompareAndSwap(false, true) {
+			close(s.deadline)
+		}
+	}
+	if t.IsZero() {
+		return nil
+	}
+	if d := time.Until(t); d > 0 {
+		time.AfterFunc(d, expire)
+	} else {
+		expire()
+	}
+	return nil
+}
+
+// Flush is what http.ResponseController calls.
+func (s *StuckWriter) Flush() {}

@@ -1,10 +1,13 @@
-package handlers
+package guard
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -12,7 +15,7 @@ import (
 
 // Defaults for request bodies.
 const (
-	// DefaultBodyMemory bounds the memory of the batch bodies being read or used at once.
+	// DefaultBodyMemory bounds the memory of the request bodies being read or used at once.
 	DefaultBodyMemory = 64 << 20
 	// bodyChunk is the least memory a body reserves at a time as it arrives.
 	bodyChunk = 32 << 10
@@ -30,8 +33,8 @@ var (
 	errBodyCut = errors.New("request body was cut off: it arrived too slowly while others waited")
 )
 
-// bodyBudget bounds the memory that batches take while their bodies are read and their
-// answers made, whatever the number of clients sending them. Beyond its first freeBodyBytes,
+// Bodies bounds the memory that requests take while their bodies are read and their answers
+// made, whatever the number of clients sending them; Limit is its middleware. Beyond its first freeBodyBytes,
 // a body reserves memory as its bytes arrive, against one budget, then what decoding and
 // answering it will take, and gives it all back once its request is answered. Requests that
 // wait for memory are served in order; while any waits, the request that has held its memory
@@ -39,8 +42,9 @@ var (
 // answer, is cut off (its read or write deadline moves to now) to make room. So clients that
 // send part of a body and stall, send it slowly, or do not read their answers cannot keep the
 // others waiting for long.
-type bodyBudget struct {
+type Bodies struct {
 	mu       sync.Mutex
+	size     int64 // the whole budget
 	free     int64
 	changed  chan struct{} // closed and replaced whenever memory is given back or a hold changes
 	cuttable []*bodyHold   // holds paced by their clients: bodies being read, answers written
@@ -50,24 +54,120 @@ type bodyBudget struct {
 
 // bodyHold is one request's memory from the budget.
 type bodyHold struct {
-	b      *bodyBudget
+	b      *Bodies
 	since  time.Time // when it became cuttable, or last got memory it waited for
 	held   int64     // memory reserved
 	cut    func()    // ends the read or write in progress at once
 	wasCut bool
-	waits  bool  // in bodyBudget.waiting
+	waits  bool  // in Bodies.waiting
 	needs  int64 // the memory it waits for
 }
 
-func newBodyBudget(bytes int64) *bodyBudget {
-	return &bodyBudget{free: bytes, changed: make(chan struct{})}
+// NewBodies returns a budget of the given bytes.
+func NewBodies(bytes int64) *Bodies {
+	return &Bodies{size: bytes, free: bytes, changed: make(chan struct{})}
 }
+
+// Limit is middleware that reads a request's body whole, at most limit bytes and within
+// timeout, with memory from the budget, before next sees it: next gets it as a *Body, and
+// uses(len(body)) more bytes of the budget for decoding and answering it, which Limit holds
+// until next returns; while next writes its answer, the request may be cut to make room.
+// Bodies that are too large (413), too slow (408), cut off to make room (408), or find no
+// memory before their deadline (429, with Retry-After) are refused unread. The budget grows,
+// if it must, to hold at least one body of limit bytes.
+func (b *Bodies) Limit(limit int64, timeout time.Duration, uses func(n int64) int64, refuse Refuse) func(http.Handler) http.Handler {
+	b.mu.Lock()
+	if need := limit + 1 + uses(limit); need > b.size { // its buffer is read one byte past the limit
+		b.free += need - b.size
+		b.size = need
+	}
+	b.mu.Unlock()
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > limit { // refused before a byte of it is asked for (Expect: 100-continue)
+				refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit))
+				return
+			}
+			body, hold, err := b.read(w, r, limit, time.Now().Add(timeout), uses)
+			defer hold.release()
+			if err != nil {
+				code, msg := bodyError(err, limit, timeout)
+				if code == http.StatusTooManyRequests {
+					w.Header().Set("Retry-After", "1")
+				}
+				refuse(w, r, code, msg)
+				return
+			}
+			r.Body = &Body{Reader: bytes.NewReader(body), b: body}
+			next.ServeHTTP(&holdWriter{ResponseWriter: w, hold: hold}, r)
+		})
+	}
+}
+
+// bodyError is the status code and message of a body that could not be read.
+func bodyError(err error, limit int64, timeout time.Duration) (int, string) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", timeout)
+	case errors.Is(err, errBodyCut):
+		return http.StatusRequestTimeout, err.Error()
+	case errors.Is(err, errNoBodyMemory):
+		return http.StatusTooManyRequests, err.Error()
+	}
+	return http.StatusBadRequest, "request body could not be read"
+}
+
+// Body is a request body that Limit read whole: Bytes gives it without a copy.
+type Body struct {
+	*bytes.Reader
+	b []byte
+}
+
+// Bytes is the whole body.
+func (b *Body) Bytes() []byte { return b.b }
+
+// Close does nothing: the body is in memory.
+func (b *Body) Close() error { return nil }
+
+// BodyBytes is r's body if Limit read it, and false if it did not.
+func BodyBytes(r *http.Request) ([]byte, bool) {
+	b, ok := r.Body.(*Body)
+	if !ok {
+		return nil, false
+	}
+	return b.b, true
+}
+
+// holdWriter makes its hold cuttable when the answer begins: a client that does not read its
+// answer loses it, rather than keep the memory.
+type holdWriter struct {
+	http.ResponseWriter
+	hold    *bodyHold
+	writing bool
+}
+
+func (w *holdWriter) start() {
+	if !w.writing {
+		w.writing = true
+		w.hold.writing(w.ResponseWriter)
+	}
+}
+
+func (w *holdWriter) WriteHeader(code int) { w.start(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *holdWriter) Write(b []byte) (int, error) { w.start(); return w.ResponseWriter.Write(b) }
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (w *holdWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // read reads r's body, at most limit bytes, until deadline, reserving memory as it arrives,
 // and then the memory that decoding and answering it will take: uses(len(body)) bytes. The hold
 // is never nil: call its writing before the answer is written, and release once the request
 // is answered. Errors are those of the body's reader, errNoBodyMemory and errBodyCut.
-func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(n int64) int64) (body []byte, h *bodyHold, err error) {
+func (b *Bodies) read(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, uses func(n int64) int64) (body []byte, h *bodyHold, err error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline)
 	h = &bodyHold{b: b, since: time.Now(), cut: func() { _ = rc.SetReadDeadline(time.Now()) }}
@@ -111,7 +211,7 @@ func (h *bodyHold) release() {
 }
 
 // fill reads src to its end into a buffer that grows, by doubling, as bytes arrive.
-func (b *bodyBudget) fill(r *http.Request, rd *bodyHold, src io.Reader, limit int64, deadline time.Time) ([]byte, error) {
+func (b *Bodies) fill(r *http.Request, rd *bodyHold, src io.Reader, limit int64, deadline time.Time) ([]byte, error) {
 	var body []byte
 	for {
 		if len(body) == cap(body) {
@@ -138,7 +238,7 @@ func (b *bodyBudget) fill(r *http.Request, rd *bodyHold, src io.Reader, limit in
 }
 
 // reserve reserves n more bytes for rd, waiting its turn, and for memory, until deadline.
-func (b *bodyBudget) reserve(ctx context.Context, rd *bodyHold, n int64, deadline time.Time) (err error) {
+func (b *Bodies) reserve(ctx context.Context, rd *bodyHold, n int64, deadline time.Time) (err error) {
 	if n <= 0 {
 		return nil
 	}
@@ -184,7 +284,7 @@ func (b *bodyBudget) reserve(ctx context.Context, rd *bodyHold, n int64, deadlin
 // makeRoom cuts the cuttable hold that has held its memory longest, and is not waiting for
 // more, if that was at least cutGrace ago and the holds cut already do not free enough for
 // the first in line; it returns how long until the hold may be cut otherwise. b.mu is held.
-func (b *bodyBudget) makeRoom() time.Duration {
+func (b *Bodies) makeRoom() time.Duration {
 	if b.free+b.cutHeld >= b.waiting[0].needs {
 		return time.Hour // until the memory comes back
 	}
@@ -220,7 +320,7 @@ func sleep(ctx context.Context, d time.Duration, changed <-chan struct{}) error 
 }
 
 // stopWaiting takes rd out of the waiting line, and lets the next one look. b.mu is held.
-func (b *bodyBudget) stopWaiting(rd *bodyHold) {
+func (b *Bodies) stopWaiting(rd *bodyHold) {
 	if !rd.waits {
 		return
 	}
@@ -231,7 +331,7 @@ func (b *bodyBudget) stopWaiting(rd *bodyHold) {
 
 // notCuttable takes h off the cuttable holds, so that it can no longer be cut, and says
 // whether it was.
-func (b *bodyBudget) notCuttable(h *bodyHold) (wasCut bool) {
+func (b *Bodies) notCuttable(h *bodyHold) (wasCut bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cuttable = slices.DeleteFunc(b.cuttable, func(o *bodyHold) bool { return o == h })
@@ -240,7 +340,7 @@ func (b *bodyBudget) notCuttable(h *bodyHold) (wasCut bool) {
 }
 
 // giveBack returns rd's memory to the budget.
-func (b *bodyBudget) giveBack(rd *bodyHold) {
+func (b *Bodies) giveBack(rd *bodyHold) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.free += rd.held
@@ -253,7 +353,7 @@ func (b *bodyBudget) giveBack(rd *bodyHold) {
 
 // wake tells waiters that memory was given back, or a read ended or stopped waiting; b.mu is
 // held. Only reads in b.waiting wait on b.changed, so with none there is no one to tell.
-func (b *bodyBudget) wake() {
+func (b *Bodies) wake() {
 	if len(b.waiting) == 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package guard
 
 import (
 	"crypto/tls"
@@ -22,7 +22,7 @@ const (
 	stuckGrace  = time.Second
 )
 
-// connLimit is a listener that keeps at most max client connections open at once: each costs
+// Listener is a net.Listener that keeps at most max client connections open at once: each costs
 // a goroutine, buffers and a file descriptor, and nothing else bounds how many a client may
 // open. At the limit, Accept makes room by closing a connection that holds a slot without
 // using it: the one silent longest since it connected (past silentGrace), else the one idle
@@ -31,24 +31,35 @@ const (
 // leaving new connections in the kernel's backlog; a request in progress is bounded by the
 // server's timeouts. The server must report connection states to ConnState, which only
 // touches the connection's own fields: a request costs a few atomic stores, not a lock.
-type connLimit struct {
+//
+// Its connections still offer CloseWrite when the wrapped ones do, so that net/http can
+// half-close a connection after refusing a request (a 431, a 413) and let the client read the
+// answer, instead of resetting it.
+type Listener struct {
 	net.Listener
+	max    int
 	slots  chan struct{} // one per open connection
 	closed chan struct{}
 	once   sync.Once
+	now    func() int64 // monotonic nanoseconds, never 0
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{} // every open connection
 }
 
-func newConnLimit(ln net.Listener, max int) *connLimit {
-	return &connLimit{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{}),
-		conns: make(map[*limitedConn]struct{})}
+// NewListener limits ln to max connections open at once.
+func NewListener(ln net.Listener, max int) *Listener {
+	start := time.Now()
+	return &Listener{Listener: ln, max: max, slots: make(chan struct{}, max), closed: make(chan struct{}),
+		conns: make(map[*limitedConn]struct{}),
+		// On the monotonic clock, so that a step of the wall clock (NTP) can neither make a
+		// connection look unused nor spare one.
+		now: func() int64 { return int64(time.Since(start)) + 1 }}
 }
 
 // Accept waits for a free slot (making one by closing an unused connection if it can), then
 // for a connection.
-func (l *connLimit) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	var recheck *time.Ticker
 	defer func() {
 		if recheck != nil {
@@ -64,14 +75,14 @@ func (l *connLimit) Accept() (net.Conn, error) {
 				return nil, err
 			}
 			lc := &limitedConn{Conn: c, l: l}
-			lc.waitingSince.Store(monotonicNow())
+			lc.waitingSince.Store(l.now())
 			l.mu.Lock()
 			l.conns[lc] = struct{}{}
 			l.mu.Unlock()
 			return lc, nil
 		default:
 		}
-		if l.closeUnused(monotonicNow()) {
+		if l.closeUnused(l.now()) {
 			continue
 		}
 		if recheck == nil {
@@ -88,21 +99,21 @@ func (l *connLimit) Accept() (net.Conn, error) {
 }
 
 // Close closes the listener and ends a waiting Accept.
-func (l *connLimit) Close() error {
+func (l *Listener) Close() error {
 	l.once.Do(func() { close(l.closed) })
 	return l.Listener.Close()
 }
 
 // Open is the number of client connections open (not the slots taken: a waiting Accept
 // holds one for the connection it has not accepted yet).
-func (l *connLimit) Open() int {
+func (l *Listener) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.conns)
 }
 
 // ConnState is the http.Server hook that tells the limit which connections are waiting.
-func (l *connLimit) ConnState(c net.Conn, state http.ConnState) {
+func (l *Listener) ConnState(c net.Conn, state http.ConnState) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
@@ -115,13 +126,13 @@ func (l *connLimit) ConnState(c net.Conn, state http.ConnState) {
 		lc.waitingSince.Store(0)
 	case http.StateIdle:
 		lc.served.Store(true)
-		lc.waitingSince.Store(monotonicNow())
+		lc.waitingSince.Store(l.now())
 	}
 }
 
 // closeUnused closes the connection that has held a slot unused longest past its grace, a
 // silent one before an idle one before a stuck one, if any has; closing it frees its slot.
-func (l *connLimit) closeUnused(now int64) bool {
+func (l *Listener) closeUnused(now int64) bool {
 	for {
 		victim, since, stuck := l.longestUnused(now)
 		if victim == nil {
@@ -137,7 +148,7 @@ func (l *connLimit) closeUnused(now int64) bool {
 
 // longestUnused finds the connection closeUnused should close, since when it is unused, and
 // whether it is a stuck write.
-func (l *connLimit) longestUnused(now int64) (victim *limitedConn, since int64, stuck bool) {
+func (l *Listener) longestUnused(now int64) (victim *limitedConn, since int64, stuck bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	victimRank := 0
@@ -171,21 +182,13 @@ func (c *limitedConn) unused(now int64) (since int64, rank int, ok bool) {
 	return 0, 0, false
 }
 
-// clockStart is where monotonicNow counts from.
-var clockStart = time.Now()
-
-// monotonicNow is the connection limit's clock: nanoseconds since the process started, never
-// 0, on the monotonic clock, so that a step of the wall clock (NTP) can neither make a
-// connection look unused nor spare one.
-func monotonicNow() int64 { return int64(time.Since(clockStart)) + 1 }
-
 // limitedConn gives its slot back when it is closed, once.
 type limitedConn struct {
 	net.Conn
-	l    *connLimit
+	l    *Listener
 	once sync.Once
 	// waitingSince is when the connection last began to wait for a request (when it connected
-	// or was last answered), by monotonicNow; 0 while a request is in progress.
+	// or was last answered), by Listener.now; 0 while a request is in progress.
 	waitingSince atomic.Int64
 	served       atomic.Bool  // answered a request before
 	writingSince atomic.Int64 // when the write in progress began; 0 when none is
@@ -193,7 +196,7 @@ type limitedConn struct {
 
 // Write notes when a write is in progress, so that one the client never takes can be found.
 func (c *limitedConn) Write(b []byte) (int, error) {
-	c.writingSince.Store(monotonicNow())
+	c.writingSince.Store(c.l.now())
 	n, err := c.Conn.Write(b)
 	c.writingSince.Store(0)
 	return n, err
@@ -208,4 +211,14 @@ func (c *limitedConn) Close() error {
 		<-c.l.slots
 	})
 	return err
+}
+
+// CloseWrite half-closes the connection when the wrapped one can (a TCP connection): net/http
+// does so after refusing a request whose body it will not read, then waits a moment for the
+// client to read the answer before closing.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 // Store is a segments.Store over an in-memory snapshot. It is safe for concurrent use, and
 // Replace swaps the whole snapshot at once.
 type Store struct {
+	now   func() time.Time
 	snap  atomic.Pointer[snapshot]
 	loads atomic.Int64
 }
@@ -24,30 +25,29 @@ var _ segments.Store = (*Store)(nil)
 
 type snapshot struct {
 	memberships map[string]segments.Membership // by hash
-	synced      time.Time
+	synced      *time.Time                     // nil: always now
 	cursor      string
 }
 
-// New returns a store holding f. When f has no synchronizedOn, loadedAt counts as the
-// synchronization time. A nil f is an empty store synchronized at loadedAt.
-func New(f *fixture.Fixture, loadedAt time.Time) *Store {
-	s := &Store{}
-	s.Replace(f, loadedAt)
+// New returns a store holding f, on the clock now. When f has no synchronizedOn, the data is
+// as of every read: the file is all there is to be in sync with, so the store is never stale
+// (the example fixture does not go stale two minutes into a try-out). A nil f is an empty
+// store.
+func New(f *fixture.Fixture, now func() time.Time) *Store {
+	s := &Store{now: now}
+	s.Replace(f)
 	return s
 }
 
 // Replace swaps in f, with the same rules as New. Its cursor is f's, or, when f has none,
 // "load-N" for the Nth load of this store: a reload is a change.
-func (s *Store) Replace(f *fixture.Fixture, loadedAt time.Time) {
-	snap := &snapshot{memberships: make(map[string]segments.Membership), synced: loadedAt,
-		cursor: fmt.Sprintf("load-%d", s.loads.Add(1))}
+func (s *Store) Replace(f *fixture.Fixture) {
+	snap := &snapshot{memberships: make(map[string]segments.Membership), cursor: fmt.Sprintf("load-%d", s.loads.Add(1))}
 	if f != nil {
 		for _, c := range f.Contexts {
 			snap.memberships[c.Hash] = c.Membership()
 		}
-		if f.SynchronizedOn != nil {
-			snap.synced = *f.SynchronizedOn
-		}
+		snap.synced = f.SynchronizedOn
 		if f.Cursor != "" {
 			snap.cursor = f.Cursor
 		}
@@ -71,5 +71,9 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 // Metadata implements segments.Store.
 func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 	snap := s.snap.Load()
-	return segments.Metadata{LastSynchronized: snap.synced, Cursor: snap.cursor}, nil
+	md := segments.Metadata{LastSynchronized: s.now(), Cursor: snap.cursor}
+	if snap.synced != nil {
+		md.LastSynchronized = *snap.synced
+	}
+	return md, nil
 }

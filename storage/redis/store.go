@@ -155,7 +155,7 @@ func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
 		return md, nil
 	}
 	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms < 0 || ms > segments.MaxSynchronizedOn.UnixMilli() {
+	if err != nil || ms < 0 || ms > segments.MaxSynchronizedOnMillis {
 		return md, fmt.Errorf("%w: %s holds %.40q, not unix milliseconds", segments.ErrInvalidMetadata, s.syncedOnKey, v)
 	}
 	if ms > 0 {

@@ -1,0 +1,129 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// noBodies refuses a request body on every route but POST /memberships, before anything else
+// is done with the request: no other route reads one, and a body left unread would be read
+// by net/http after the answer, at the client's pace.
+func (s *server) noBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && (r.Method != http.MethodPost || r.URL.Path != "/memberships") {
+			Error(w, r, http.StatusBadRequest, "this route takes no request body")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// closeWhenDraining asks clients to close their connections once shutdown has begun
+// ("Connection: close" after each answer), so that they reconnect elsewhere before the
+// listener closes, instead of losing a request sent on a connection that is closing.
+func (s *server) closeWhenDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.svc.Draining() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverer turns a panic into a 500 with a JSON body and a log line, instead of a dropped
+// connection. http.ErrAbortHandler is passed on: it is how a handler aborts on purpose.
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.Log.Error("handler panic", "route", chi.RouteContext(r.Context()).RoutePattern(), "panic", v)
+				Error(w, r, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// methodLabel is the method as metrics and logs may show it: a standard method, or "other",
+// so that made-up methods never become new label values or fill logs.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// routeLabel is the request's chi route pattern, or "unmatched".
+func routeLabel(r *http.Request) string {
+	if p := chi.RouteContext(r.Context()).RoutePattern(); p != "" {
+		return p
+	}
+	return "unmatched"
+}
+
+// statusRecorder remembers the status code a handler wrote. Pooled: one is needed for every
+// request observed.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
+
+// observed tells Observe about every request once it is answered.
+func (s *server) observed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := recorders.Get().(*statusRecorder)
+		rec.ResponseWriter, rec.code = w, 0
+		defer func() {
+			code := rec.code
+			rec.ResponseWriter = nil
+			recorders.Put(rec)
+			if code == 0 {
+				code = http.StatusOK
+			}
+			s.Observe(routeLabel(r), methodLabel(r.Method), code, time.Since(start))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// logRequests returns an observer that logs each answered request at info level, by route
+// pattern, never by path (paths hold context keys, which are personal data), then tells next.
+func (s *server) logRequests(next RequestObserver) RequestObserver {
+	return func(route, method string, code int, d time.Duration) {
+		s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request", slog.String("method", method),
+			slog.String("route", route), slog.Int("code", code), slog.Float64("ms", float64(d.Microseconds())/1000))
+		if next != nil {
+			next(route, method, code, d)
+		}
+	}
+}
