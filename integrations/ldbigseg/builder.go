@@ -26,11 +26,6 @@ const DefaultBaseURL = "http://localhost:8080"
 // go-redis, under ldredis, gives a direct Redis reader by default.
 const DefaultTimeout = 3 * time.Second
 
-// MaxResponseBytes bounds how much of a response the store reads. bigseg's answers are a few
-// hundred bytes (a context in a thousand segments is about 50 KB); a larger body means
-// something that is not bigseg answers, and is an error rather than a reason to allocate.
-const MaxResponseBytes = 1 << 20
-
 // StoreBuilder configures the bigseg Big Segment store. Get one from BigSegmentStore, set
 // options with its methods, and give it to ldcomponents.BigSegments. Its zero value is not
 // usable.
@@ -39,6 +34,7 @@ type StoreBuilder struct {
 	token   string
 	client  *http.Client
 	timeout time.Duration
+	bounds  bounds
 }
 
 // Interface checks: the SDK builds the store from this, and describes it in diagnostics.
@@ -48,9 +44,14 @@ var (
 )
 
 // BigSegmentStore returns a builder for a Big Segment store that reads bigseg over HTTP, with
-// DefaultBaseURL, no bearer token, a client of its own and DefaultTimeout.
+// DefaultBaseURL, no bearer token, a client of its own, DefaultTimeout, DefaultMaxRefs and
+// DefaultMaxRefBytes.
 func BigSegmentStore() *StoreBuilder {
-	return &StoreBuilder{baseURL: DefaultBaseURL, timeout: DefaultTimeout}
+	return &StoreBuilder{
+		baseURL: DefaultBaseURL,
+		timeout: DefaultTimeout,
+		bounds:  bounds{maxRefs: DefaultMaxRefs, maxRefBytes: DefaultMaxRefBytes},
+	}
 }
 
 // BaseURL sets bigseg's address: http:// or https://, with a path if bigseg is served under
@@ -86,6 +87,31 @@ func (b *StoreBuilder) Timeout(d time.Duration) *StoreBuilder {
 	return b
 }
 
+// MaxRefs bounds how many segment refs one membership answer may list: an answer with more is
+// an error (ErrAnswerTooLarge), so the SDK caches nothing of it and that evaluation gets
+// STORE_ERROR. Zero or negative means DefaultMaxRefs: an answer is never unbounded. Raise it
+// only for contexts really listed in more Big Segments; the SDK's cache may hold
+// ContextCacheSize answers of this size.
+func (b *StoreBuilder) MaxRefs(n int) *StoreBuilder {
+	if n <= 0 {
+		n = DefaultMaxRefs
+	}
+	b.bounds.maxRefs = n
+	return b
+}
+
+// MaxRefBytes bounds how many bytes of segment refs (their lengths added up) one membership
+// answer may hold, as MaxRefs bounds their number. Zero or negative means DefaultMaxRefBytes.
+// The most of a response the store reads follows from both: 6 × MaxRefBytes + 9 × MaxRefs +
+// 4 KiB, the longest JSON an answer within them can be.
+func (b *StoreBuilder) MaxRefBytes(n int) *StoreBuilder {
+	if n <= 0 {
+		n = DefaultMaxRefBytes
+	}
+	b.bounds.maxRefBytes = n
+	return b
+}
+
 // Build is called by the SDK to make the store. It checks the options, and logs through the
 // SDK's loggers where the store reads from (never the token).
 func (b *StoreBuilder) Build(clientContext subsystems.ClientContext) (subsystems.BigSegmentStore, error) {
@@ -101,7 +127,7 @@ func (b *StoreBuilder) Build(clientContext subsystems.ClientContext) (subsystems
 	if b.token != "" && base.Scheme == "http" && !isLoopback(base.Hostname()) {
 		loggers.Warnf("Big Segment store: the bigseg bearer token is sent to %s over plain HTTP; use https:// off the local host", base.Host)
 	}
-	return newStore(base, b.token, b.client, b.timeout), nil
+	return newStore(base, b.token, b.client, b.timeout, b.bounds), nil
 }
 
 // DescribeConfiguration names the store in the SDK's diagnostic events.

@@ -13,4 +13,10 @@
 // Every answer that is not a usable one is an error for the SDK, which then reports the store
 // as unavailable and gives evaluations the reason BigSegmentsStatus STORE_ERROR, exactly as it
 // would reading Redis directly: see [ErrStoreUnavailable] and [HTTPError].
+//
+// The SDK caches the answers (1,000 contexts by default), so the store bounds what one answer
+// may hold ([StoreBuilder.MaxRefs], [StoreBuilder.MaxRefBytes]), and with it what a broken or
+// hostile bigseg can make the SDK's process keep. It checks the bounds as it reads an answer,
+// stopping at the first segment ref over them; such an answer is an error
+// ([ErrAnswerTooLarge]) and nothing of it is kept.
 package ldbigseg

@@ -37,6 +37,8 @@ type Store struct {
 	client        *http.Client
 	owned         *http.Transport // the transport of the store's own client; nil with HTTPClient
 	timeout       time.Duration
+	bounds        bounds
+	maxBody       int64 // bounds.maxBody()
 
 	ctx    context.Context // cancelled by Close, which interrupts requests in flight
 	cancel context.CancelFunc
@@ -48,13 +50,15 @@ type Store struct {
 
 var _ subsystems.BigSegmentStore = (*Store)(nil)
 
-func newStore(base *url.URL, token string, client *http.Client, timeout time.Duration) *Store {
+func newStore(base *url.URL, token string, client *http.Client, timeout time.Duration, b bounds) *Store {
 	s := &Store{
 		membershipURL: base.String() + "/memberships?contextHash=",
 		statusURL:     base.String() + "/status",
 		token:         token,
 		client:        client,
 		timeout:       timeout,
+		bounds:        b,
+		maxBody:       b.maxBody(),
 	}
 	if s.client == nil {
 		s.owned = newTransport()
@@ -86,43 +90,42 @@ func newTransport() *http.Transport {
 // GetMembership asks bigseg for the memberships of one context hash: one
 // GET /memberships?contextHash=. No membership is an empty membership (the nil-map value of
 // ldstoreimpl.NewBigSegmentMembershipFromSegmentRefs, as LaunchDarkly's own stores return);
-// an answer that is not a usable one is an error.
+// an answer that is not a usable one is an error, and so is one over the bounds (MaxRefs,
+// MaxRefBytes), which is read only as far as the first ref over them (decodeLookup).
 func (s *Store) GetMembership(contextHash string) (subsystems.BigSegmentMembership, error) {
-	a, err := s.get(opMembership, s.membershipURL+url.QueryEscape(contextHash))
+	var body lookup
+	a, err := s.get(opMembership, s.membershipURL+url.QueryEscape(contextHash), func(r io.Reader) (err error) {
+		body, err = decodeLookup(r, s.bounds)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	var body struct {
-		ContextHash string          `json:"contextHash"`
-		Memberships map[string]bool `json:"memberships"`
-		Status      string          `json:"status"`
-		Error       string          `json:"error"`
-	}
 	if a.code != http.StatusOK {
 		httpErr := s.httpError(a)
-		if a.code == http.StatusServiceUnavailable && json.Unmarshal(a.body, &body) == nil && body.Status == "STORE_ERROR" {
+		var e struct {
+			Status string `json:"status"`
+		}
+		if a.code == http.StatusServiceUnavailable && json.Unmarshal(a.body, &e) == nil && e.Status == "STORE_ERROR" {
 			return nil, fmt.Errorf("%s: %w: %w", opMembership, ErrStoreUnavailable, httpErr)
 		}
 		return nil, fmt.Errorf("%s: %w", opMembership, httpErr)
 	}
-	if err := json.Unmarshal(a.body, &body); err != nil {
-		return nil, s.badBody(opMembership, a, err)
-	}
-	switch body.Status {
+	switch body.status {
 	case "HEALTHY", "STALE": // STALE is a good answer: the SDK judges staleness itself
 	case "STORE_ERROR":
 		return nil, fmt.Errorf("%s: %w (the lookup's status is STORE_ERROR)", opMembership, ErrStoreUnavailable)
 	default:
-		return nil, s.badBody(opMembership, a, fmt.Errorf("unknown status %q", cleanMessage(body.Status, s.token)))
+		return nil, s.badBody(opMembership, a, fmt.Errorf("unknown status %q", cleanMessage(body.status, s.token)))
 	}
-	if body.Memberships == nil {
+	if body.refs == nil {
 		return nil, s.badBody(opMembership, a, errors.New("no memberships"))
 	}
-	if body.ContextHash != "" && body.ContextHash != contextHash {
+	if body.contextHash != "" && body.contextHash != contextHash {
 		return nil, s.badBody(opMembership, a, errors.New("the answer is for another context hash"))
 	}
 	var included, excluded []string
-	for ref, in := range body.Memberships {
+	for ref, in := range body.refs {
 		if in {
 			included = append(included, ref)
 		} else {
@@ -138,7 +141,7 @@ func (s *Store) GetMembership(contextHash string) (subsystems.BigSegmentMembersh
 // unavailable. Fields this version does not know are ignored.
 func (s *Store) GetMetadata() (subsystems.BigSegmentStoreMetadata, error) {
 	var none subsystems.BigSegmentStoreMetadata
-	a, err := s.get(opStatus, s.statusURL)
+	a, err := s.get(opStatus, s.statusURL, nil)
 	if err != nil {
 		return none, err
 	}
@@ -187,16 +190,19 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// answer is a response read in full.
+// answer is a response: its body read in full, unless a decoder read it.
 type answer struct {
 	code   int
 	header http.Header
 	body   []byte
+	read   int64 // the bytes of the body read
 }
 
-// get sends one GET and reads the whole answer, bounded in time by the store's timeout and in
-// size by MaxResponseBytes. Any status code is an answer; only failing to get one is an error.
-func (s *Store) get(op, target string) (*answer, error) {
+// get sends one GET and reads the answer, bounded in time by the store's timeout and in size
+// by maxBody: the body of a 200 with decode, if not nil, as it arrives; any other whole, into
+// answer.body. Any status code is an answer; failing to get one or to read it is an error, and
+// so is a body that decode finds unusable.
+func (s *Store) get(op, target string, decode func(io.Reader) error) (*answer, error) {
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -221,21 +227,56 @@ func (s *Store) get(op, target string) (*answer, error) {
 	if err != nil {
 		return nil, s.requestError(op, err)
 	}
+	// Closing a body not read to its end closes the connection: nothing more is read.
 	defer resp.Body.Close()
-	if resp.ContentLength > MaxResponseBytes {
-		return nil, fmt.Errorf("%s: HTTP %d: the answer is %d bytes, more than the %d this store reads",
-			op, resp.StatusCode, resp.ContentLength, MaxResponseBytes)
+	a := &answer{code: resp.StatusCode, header: resp.Header}
+	if resp.ContentLength > s.maxBody {
+		return nil, fmt.Errorf("%s: HTTP %d: %w", op, a.code,
+			&overBound{fmt.Sprintf("%d bytes, more than the %d bytes this store reads", resp.ContentLength, s.maxBody)})
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
-	if err != nil {
-		return nil, s.requestError(op, fmt.Errorf("HTTP %d: reading the answer: %w", resp.StatusCode, err))
+	body := &limitedBody{r: resp.Body, max: s.maxBody}
+	if decode != nil && a.code == http.StatusOK {
+		err = decode(body)
+	} else {
+		a.body, err = io.ReadAll(body)
 	}
-	if len(body) > MaxResponseBytes {
-		// Closing the body unread closes the connection: nothing more is read.
-		return nil, fmt.Errorf("%s: HTTP %d: the answer is more than the %d bytes this store reads",
-			op, resp.StatusCode, MaxResponseBytes)
+	a.read = body.n
+	switch {
+	case err == nil:
+		return a, nil
+	case errors.Is(err, ErrAnswerTooLarge):
+		return nil, fmt.Errorf("%s: HTTP %d: %w", op, a.code, err)
+	case body.err != nil:
+		return nil, s.requestError(op, fmt.Errorf("HTTP %d: reading the answer: %w", a.code, body.err))
+	default:
+		return nil, s.badBody(op, a, err)
 	}
-	return &answer{code: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// limitedBody reads a response body, failing past max bytes (keeping none of them), and
+// remembers the error of its reader, which is the transport's.
+type limitedBody struct {
+	r   io.Reader
+	n   int64 // bytes read
+	max int64
+	err error // the reader's error other than io.EOF
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.n <= b.max {
+		if rest := b.max + 1 - b.n; int64(len(p)) > rest {
+			p = p[:rest]
+		}
+		n, err := b.r.Read(p)
+		b.n += int64(n)
+		if b.n <= b.max {
+			if err != nil && err != io.EOF {
+				b.err = err
+			}
+			return n, err
+		}
+	}
+	return 0, &overBound{fmt.Sprintf("more than the %d bytes this store reads", b.max)}
 }
 
 // requestError says why no answer came: Close, the timeout, or the transport.
@@ -269,6 +310,6 @@ func (s *Store) badBody(op string, a *answer, err error) error {
 	// The error is made into text and cleaned: a decoding error can quote the body (a map
 	// key, say), which a hostile server could fill with the token.
 	ct := cleanMessage(a.header.Get("Content-Type"), s.token)
-	return fmt.Errorf("%s: HTTP %d: the answer is not bigseg's (Content-Type %q, %d bytes): %s",
-		op, a.code, ct, len(a.body), cleanMessage(err.Error(), s.token))
+	return fmt.Errorf("%s: HTTP %d: the answer is not bigseg's (Content-Type %q, %d bytes read): %s",
+		op, a.code, ct, a.read, cleanMessage(err.Error(), s.token))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ const testToken = "s3cr3t-T0ken.for~tests"
 // wantErr describes the error a test expects; the zero value means no error.
 type wantErr struct {
 	unavailable bool   // errors.Is(err, ErrStoreUnavailable)
+	tooLarge    bool   // errors.Is(err, ErrAnswerTooLarge)
 	httpStatus  int    // errors.As(err, *HTTPError) with this StatusCode; 0: no HTTPError
 	retryAfter  string // the HTTPError's RetryAfter
 	contains    string // a part of the message
@@ -49,6 +51,9 @@ func checkErr(t *testing.T, err error, w wantErr) {
 	if got := errors.Is(err, ldbigseg.ErrStoreUnavailable); got != w.unavailable {
 		t.Errorf("errors.Is(err, ErrStoreUnavailable) = %v, want %v; error: %s", got, w.unavailable, msg)
 	}
+	if got := errors.Is(err, ldbigseg.ErrAnswerTooLarge); got != w.tooLarge {
+		t.Errorf("errors.Is(err, ErrAnswerTooLarge) = %v, want %v; error: %s", got, w.tooLarge, msg)
+	}
 	var httpErr *ldbigseg.HTTPError
 	if errors.As(err, &httpErr) {
 		if httpErr.StatusCode != w.httpStatus {
@@ -69,7 +74,7 @@ func checkErr(t *testing.T, err error, w wantErr) {
 // something in its place) can give, and checks the membership or the error the SDK gets.
 func TestGetMembershipMapsEveryAnswer(t *testing.T) {
 	const hash = hashWithEscapes
-	huge := strings.Repeat("x", ldbigseg.MaxResponseBytes+1)
+	huge := strings.Repeat("x", defaultMaxBody+1)
 	tests := []struct {
 		name         string
 		handler      http.HandlerFunc
@@ -174,14 +179,14 @@ func TestGetMembershipMapsEveryAnswer(t *testing.T) {
 		},
 		{
 			name:    "body over the bound, with Content-Length",
-			handler: answer(200, "application/json", huge),
-			wantErr: wantErr{contains: "more than the 1048576 bytes"},
+			handler: answer(200, "application/json", huge, "Content-Length", strconv.Itoa(len(huge))),
+			wantErr: wantErr{tooLarge: true, contains: "406313 bytes, more than the 406312 bytes this store reads"},
 		},
 		{
 			name: "endless body, chunked",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
-				w.Write([]byte(`{"memberships":{"`))
+				w.Write([]byte(`{"memberships":{},"pad":"`)) // a field the store skips, endless
 				chunk := []byte(strings.Repeat("a", 32<<10))
 				for r.Context().Err() == nil {
 					if _, err := w.Write(chunk); err != nil {
@@ -190,7 +195,7 @@ func TestGetMembershipMapsEveryAnswer(t *testing.T) {
 					w.(http.Flusher).Flush()
 				}
 			},
-			wantErr: wantErr{contains: "more than the 1048576 bytes"},
+			wantErr: wantErr{tooLarge: true, contains: "more than the 406312 bytes"},
 		},
 	}
 	for _, tt := range tests {
@@ -294,8 +299,8 @@ func TestGetMetadataMapsEveryAnswer(t *testing.T) {
 		},
 		{
 			name:    "body over the bound",
-			handler: answer(200, "application/json", `{"available":true,"lastSynchronizedOn":1,"pad":"`+strings.Repeat("x", ldbigseg.MaxResponseBytes)+`"}`),
-			wantErr: wantErr{contains: "more than the 1048576 bytes"},
+			handler: answer(200, "application/json", `{"available":true,"lastSynchronizedOn":1,"pad":"`+strings.Repeat("x", defaultMaxBody)+`"}`),
+			wantErr: wantErr{tooLarge: true, contains: "more than the 406312 bytes"},
 		},
 	}
 	for _, tt := range tests {

@@ -17,10 +17,23 @@ export interface BigsegOptions {
    * Default {@link DEFAULT_TIMEOUT_MS}; zero or less means the default.
    */
   timeoutMs?: number;
+  /**
+   * The most segment refs one membership answer may list: an answer with more rejects with
+   * kind `TOO_LARGE`, so the SDK caches nothing of it and that evaluation gets STORE_ERROR.
+   * Default {@link DEFAULT_MAX_REFS}; zero or less means the default.
+   */
+  maxRefs?: number;
+  /**
+   * The most bytes of segment refs (their lengths added up, as UTF-8) one membership answer may
+   * hold, as `maxRefs` bounds their number. Default {@link DEFAULT_MAX_REF_BYTES}; zero or less
+   * means the default. The most of a response the store reads follows from both:
+   * 6 × maxRefBytes + 9 × maxRefs + 4096 bytes.
+   */
+  maxRefBytes?: number;
 }
 
 /** Which way a call failed: see {@link BigsegError}. */
-export type BigsegErrorKind = 'STORE_UNAVAILABLE' | 'HTTP' | 'BAD_RESPONSE' | 'TIMEOUT' | 'TRANSPORT' | 'CLOSED';
+export type BigsegErrorKind = 'STORE_UNAVAILABLE' | 'HTTP' | 'BAD_RESPONSE' | 'TOO_LARGE' | 'TIMEOUT' | 'TRANSPORT' | 'CLOSED';
 
 /**
  * The error of every store call that did not get a usable answer. Its message never holds the
@@ -30,7 +43,8 @@ export declare class BigsegError extends Error {
   /**
    * `STORE_UNAVAILABLE`: bigseg says its store cannot be read (503 or 200 with status
    * STORE_ERROR, or /status with available false). `HTTP`: another status code. `BAD_RESPONSE`:
-   * not bigseg's JSON, or too large. `TIMEOUT`, `TRANSPORT`: no answer. `CLOSED`: the store
+   * not bigseg's JSON. `TOO_LARGE`: over the store's bounds (maxRefs, maxRefBytes, or a body
+   * longer than any answer within them). `TIMEOUT`, `TRANSPORT`: no answer. `CLOSED`: the store
    * was closed.
    */
   readonly kind: BigsegErrorKind;
@@ -52,5 +66,7 @@ export declare function BigsegBigSegmentStore(
 export declare const DEFAULT_BASE_URL: string;
 /** 3000 ms. */
 export declare const DEFAULT_TIMEOUT_MS: number;
-/** 1 MiB: the most of an answer the store reads. */
-export declare const MAX_RESPONSE_BYTES: number;
+/** 1000: the most segment refs one membership answer may list, by default. */
+export declare const DEFAULT_MAX_REFS: number;
+/** 65536: the most bytes of segment refs one membership answer may hold, by default. */
+export declare const DEFAULT_MAX_REF_BYTES: number;

@@ -28,8 +28,36 @@ const DEFAULT_BASE_URL = 'http://localhost:8080';
  */
 const DEFAULT_TIMEOUT_MS = 3000;
 
-/** The most of an answer the store reads: bigseg's are a few hundred bytes. */
-const MAX_RESPONSE_BYTES = 1024 * 1024;
+/**
+ * The most segment refs one membership answer may list unless maxRefs says otherwise.
+ *
+ * The SDK caches every answer (1000 contexts by default), so what one answer may hold, times
+ * the cache size, is what a broken, compromised or misconfigured bigseg can make the SDK's
+ * process keep: unbounded, maps of a megabyte per context took an SDK to 3 GiB of heap. A
+ * context is listed in at most hundreds of Big Segments in practice (one ref per segment whose
+ * included or excluded list names it), so 1000 leaves room without letting an answer be large.
+ */
+const DEFAULT_MAX_REFS = 1000;
+
+/**
+ * The most bytes of segment refs (their lengths added up, as UTF-8) one membership answer may
+ * hold unless maxRefBytes says otherwise. A LaunchDarkly segment ref is the segment's key and
+ * its generation ("beta-users.g3"), keys being short identifiers: 64 KiB is 1000 refs of 64
+ * bytes on average, or a few hundred with keys of a few hundred bytes.
+ */
+const DEFAULT_MAX_REF_BYTES = 64 * 1024;
+
+/** Room for the rest of a lookup answer around its memberships (hash, status, error, fields added later). */
+const ENVELOPE_BYTES = 4096;
+
+/**
+ * The most of a response the store reads: the longest JSON of a lookup answer within the
+ * bounds, each ref byte escaped (\u00XX: 6 bytes) and each ref with its punctuation
+ * (`"":false,`: 9 bytes), and the envelope; 406312 bytes with the defaults.
+ */
+function maxBodyBytes(maxRefs, maxRefBytes) {
+  return 6 * maxRefBytes + 9 * maxRefs + ENVELOPE_BYTES;
+}
 
 const MAX_MESSAGE_CHARS = 200;
 const OP_MEMBERSHIP = 'bigseg membership';
@@ -41,7 +69,9 @@ const OP_STATUS = 'bigseg status';
  * - `STORE_UNAVAILABLE`: bigseg says its store cannot be read (a 503 with status STORE_ERROR, a
  *   200 lookup with status STORE_ERROR, or /status with "available": false);
  * - `HTTP`: another status code (`status`, and `retryAfter` for a 429);
- * - `BAD_RESPONSE`: a 200 that is not bigseg's JSON, or an answer over MAX_RESPONSE_BYTES;
+ * - `BAD_RESPONSE`: a 200 that is not bigseg's JSON;
+ * - `TOO_LARGE`: an answer over the store's bounds: more segment refs than maxRefs, more bytes of
+ *   refs than maxRefBytes, or a body longer than any answer within them can be;
  * - `TIMEOUT`: no whole answer within timeoutMs;
  * - `TRANSPORT`: no answer (connection refused, reset, DNS);
  * - `CLOSED`: the store was closed.
@@ -117,6 +147,9 @@ function resolveOptions(options) {
     timeoutMs = DEFAULT_TIMEOUT_MS; // never unbounded
   }
 
+  const maxRefs = boundOption(opts.maxRefs, 'maxRefs', DEFAULT_MAX_REFS);
+  const maxRefBytes = boundOption(opts.maxRefBytes, 'maxRefBytes', DEFAULT_MAX_REF_BYTES);
+
   const headers = { accept: 'application/json', 'user-agent': 'ldbigseg-node' };
   if (token) headers.authorization = `Bearer ${token}`;
   return {
@@ -128,7 +161,19 @@ function resolveOptions(options) {
     token,
     headers,
     timeoutMs,
+    maxRefs,
+    maxRefBytes,
+    maxBodyBytes: maxBodyBytes(maxRefs, maxRefBytes),
   };
+}
+
+/** A bound option: a whole number; absent, zero or less means the default (never unbounded). */
+function boundOption(value, name, defaultValue) {
+  if (value === undefined || value === null) return defaultValue;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    throw new TypeError(`bigseg ${name}: must be a whole number`);
+  }
+  return value <= 0 ? defaultValue : value;
 }
 
 function isLoopback(hostname) {
@@ -138,11 +183,13 @@ function isLoopback(hostname) {
 /**
  * Returns the factory that the SDK's `bigSegments.store` option takes.
  *
- * @param {{ baseUrl?: string, bearerToken?: string, timeoutMs?: number }} [options]
+ * @param {{ baseUrl?: string, bearerToken?: string, timeoutMs?: number, maxRefs?: number, maxRefBytes?: number }} [options]
  *   `baseUrl`: bigseg's address, with a path if it is served under one (default
  *   http://localhost:8080). `bearerToken`: sent as `Authorization: Bearer ...` when bigseg
  *   requires one (BIGSEG_API_TOKENS). `timeoutMs`: bound of each request (default 3000; zero or
- *   less means the default).
+ *   less means the default). `maxRefs`, `maxRefBytes`: the most segment refs, and bytes of
+ *   refs, one membership answer may hold (default 1000 and 65536; zero or less means the
+ *   default); an answer over them rejects with kind TOO_LARGE, and nothing of it is kept.
  */
 function BigsegBigSegmentStore(options) {
   const settings = resolveOptions(options); // fails at configuration, not at the first evaluation
@@ -187,7 +234,9 @@ class BigsegStore {
 
   /**
    * GET /memberships?contextHash=: the memberships (ref to true for included, false for
-   * excluded), or undefined when there are none.
+   * excluded), or undefined when there are none. An answer over maxRefs or maxRefBytes
+   * rejects (TOO_LARGE) before anything of it is returned, so the SDK caches nothing of it;
+   * while it is read, the body is bounded by maxBodyBytes, which follows from both.
    */
   async getUserMembership(userHash) {
     const a = await this._get(OP_MEMBERSHIP, this._s.membershipUrl + encodeURIComponent(userHash));
@@ -201,6 +250,9 @@ class BigsegStore {
       }
       throw err;
     }
+    const { maxRefs, maxRefBytes } = this._s;
+    const over = scanBounds(a.text, maxRefs, maxRefBytes); // before JSON.parse builds any of it
+    if (over) throw tooLarge(OP_MEMBERSHIP, a.status, over);
     const body = this._parse(OP_MEMBERSHIP, a);
     if (body === null || typeof body !== 'object') throw this._badResponse(OP_MEMBERSHIP, a, 'not an object');
     switch (body.status) {
@@ -220,8 +272,12 @@ class BigsegStore {
     if (body.contextHash !== undefined && body.contextHash !== userHash) {
       throw this._badResponse(OP_MEMBERSHIP, a, 'the answer is for another context hash');
     }
+    // The bounds again, on what JSON.parse made: what scanBounds may have left to it.
     const refs = Object.keys(m);
+    if (refs.length > maxRefs) throw tooLarge(OP_MEMBERSHIP, a.status, overRefs(maxRefs));
+    let bytes = 0;
     for (const ref of refs) {
+      if ((bytes += utf8Length(ref)) > maxRefBytes) throw tooLarge(OP_MEMBERSHIP, a.status, overRefBytes(maxRefBytes));
       if (typeof m[ref] !== 'boolean') throw this._badResponse(OP_MEMBERSHIP, a, 'a membership is not true or false');
     }
     return refs.length === 0 ? undefined : m;
@@ -234,7 +290,7 @@ class BigsegStore {
     this._inflight.clear();
   }
 
-  /** One GET, read in full: bounded in time by timeoutMs and in size by MAX_RESPONSE_BYTES. */
+  /** One GET, read in full: bounded in time by timeoutMs and in size by maxBodyBytes. */
   async _get(op, url) {
     if (this._closed) throw new BigsegError(`${op}: the bigseg store is closed`, { kind: 'CLOSED' });
     const controller = new AbortController();
@@ -246,7 +302,7 @@ class BigsegStore {
     this._inflight.add(controller);
     try {
       const res = await fetch(url, { method: 'GET', headers: this._s.headers, signal: controller.signal, redirect: 'manual' });
-      const text = await readBounded(res, op);
+      const text = await readBounded(res, op, this._s.maxBodyBytes);
       return { status: res.status, type: res.type, headers: res.headers, text };
     } catch (err) {
       if (err instanceof BigsegError) throw err;
@@ -308,17 +364,117 @@ class BigsegStore {
   }
 }
 
-/** Reads a response body as text, failing once it passes MAX_RESPONSE_BYTES. */
-async function readBounded(res, op) {
-  const tooBig = () =>
-    new BigsegError(`${op}: HTTP ${res.status}: the answer is more than the ${MAX_RESPONSE_BYTES} bytes this store reads`, {
-      kind: 'BAD_RESPONSE',
-      status: res.status,
-    });
+const overRefs = (max) => `more than ${max} segment refs (maxRefs)`;
+const overRefBytes = (max) => `more than ${max} bytes of segment refs (maxRefBytes)`;
+
+/**
+ * Scans the JSON of a lookup answer for its "memberships", counting their refs and the refs'
+ * bytes against the bounds without making strings or objects of the rest: it returns which
+ * bound is exceeded at the first ref over one, else undefined. So an answer over the bounds is
+ * rejected before JSON.parse builds it (a map of 30,000 refs costs JSON.parse about 20 ms).
+ * It only follows the structure, and returns undefined wherever the text is not JSON, leaving
+ * that to JSON.parse; the count on what JSON.parse makes is the guarantee.
+ */
+function scanBounds(t, maxRefs, maxRefBytes) {
+  let i = skipSpace(t, 0);
+  if (t[i] !== '{') return undefined;
+  for (i = skipSpace(t, i + 1); t[i] === '"'; i = skipSpace(t, i + 1)) {
+    let end = stringEnd(t, i);
+    if (end < 0) return undefined;
+    const name = unquote(t, i, end);
+    if (t[(i = skipSpace(t, end))] !== ':') return undefined;
+    i = skipSpace(t, i + 1);
+    if (name === 'memberships' && t[i] === '{') {
+      let refs = 0;
+      let bytes = 0;
+      for (i = skipSpace(t, i + 1); t[i] === '"'; i = skipSpace(t, i + 1)) {
+        if (++refs > maxRefs) return overRefs(maxRefs);
+        if ((end = stringEnd(t, i)) < 0) return undefined;
+        if ((bytes += utf8Length(unquote(t, i, end))) > maxRefBytes) return overRefBytes(maxRefBytes);
+        if (t[(i = skipSpace(t, end))] !== ':') return undefined;
+        if ((i = skipValue(t, skipSpace(t, i + 1))) < 0) return undefined;
+        if (t[(i = skipSpace(t, i))] !== ',') break;
+      }
+      if (t[i] !== '}') return undefined;
+      i++;
+    } else if ((i = skipValue(t, i)) < 0) {
+      return undefined;
+    }
+    if (t[(i = skipSpace(t, i))] !== ',') return undefined;
+  }
+  return undefined;
+}
+
+function skipSpace(t, i) {
+  while (t[i] === ' ' || t[i] === '\t' || t[i] === '\n' || t[i] === '\r') i++;
+  return i;
+}
+
+/** The index just after the JSON string that starts at i, or -1. */
+function stringEnd(t, i) {
+  for (let j = i + 1; j < t.length; j++) {
+    const c = t.charCodeAt(j);
+    if (c === 0x5c) j++;
+    else if (c === 0x22) return j + 1;
+  }
+  return -1;
+}
+
+/** The value of the JSON string t[i:end] (as it is, if JSON.parse cannot decode it). */
+function unquote(t, i, end) {
+  const raw = t.slice(i + 1, end - 1);
+  if (!raw.includes('\\')) return raw;
+  try {
+    return JSON.parse(t.slice(i, end));
+  } catch {
+    return raw;
+  }
+}
+
+/** The index just after the JSON value that starts at i, or -1; only its structure is followed. */
+function skipValue(t, i) {
+  if (t[i] === '"') return stringEnd(t, i);
+  if (t[i] === '{' || t[i] === '[') {
+    for (let depth = 0; i < t.length; i++) {
+      const c = t[i];
+      if (c === '"') {
+        if ((i = stringEnd(t, i)) < 0) return -1;
+        i--;
+      } else if (c === '{' || c === '[') depth++;
+      else if ((c === '}' || c === ']') && --depth === 0) return i + 1;
+    }
+    return -1;
+  }
+  while (i < t.length && !',}] \t\n\r'.includes(t[i])) i++; // a number, true, false or null
+  return i;
+}
+
+/** The error of an answer over the store's bounds. */
+function tooLarge(op, status, what) {
+  return new BigsegError(`${op}: HTTP ${status}: the answer is over the store's bounds: ${what}`, { kind: 'TOO_LARGE', status });
+}
+
+/** The bytes of a string in UTF-8 (a lone surrogate counts as U+FFFD, as TextEncoder makes it). */
+function utf8Length(s) {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c < 0xdc00 && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4; // a surrogate pair
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+/** Reads a response body as text, failing once it passes max bytes, and keeping none of it then. */
+async function readBounded(res, op, max) {
   const length = res.headers.get('content-length');
-  if (length !== null && Number(length) > MAX_RESPONSE_BYTES) {
+  if (length !== null && Number(length) > max) {
     if (res.body) await res.body.cancel().catch(() => {});
-    throw tooBig();
+    throw tooLarge(op, res.status, `${length} bytes, more than the ${max} bytes this store reads`);
   }
   if (!res.body) return '';
   const reader = res.body.getReader();
@@ -328,9 +484,9 @@ async function readBounded(res, op) {
     const { done, value } = await reader.read();
     if (done) break;
     total += value.byteLength;
-    if (total > MAX_RESPONSE_BYTES) {
+    if (total > max) {
       await reader.cancel().catch(() => {});
-      throw tooBig();
+      throw tooLarge(op, res.status, `more than the ${max} bytes this store reads`);
     }
     chunks.push(value);
   }
@@ -348,5 +504,6 @@ module.exports = {
   BigsegError,
   DEFAULT_BASE_URL,
   DEFAULT_TIMEOUT_MS,
-  MAX_RESPONSE_BYTES,
+  DEFAULT_MAX_REFS,
+  DEFAULT_MAX_REF_BYTES,
 };

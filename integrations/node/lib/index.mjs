@@ -2,4 +2,5 @@
 // own, so loading both is harmless).
 import cjs from './index.js';
 
-export const { BigsegBigSegmentStore, BigsegError, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS, MAX_RESPONSE_BYTES } = cjs;
+export const { BigsegBigSegmentStore, BigsegError, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_REFS, DEFAULT_MAX_REF_BYTES } =
+  cjs;

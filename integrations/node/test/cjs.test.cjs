@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 test('require() and import() give the same store factory and error class', async () => {
   const cjs = require('@bigseg/node-server-sdk-bigseg');
   const esm = await import('@bigseg/node-server-sdk-bigseg');
-  for (const name of ['BigsegBigSegmentStore', 'BigsegError', 'DEFAULT_BASE_URL', 'DEFAULT_TIMEOUT_MS', 'MAX_RESPONSE_BYTES']) {
+  for (const name of ['BigsegBigSegmentStore', 'BigsegError', 'DEFAULT_BASE_URL', 'DEFAULT_TIMEOUT_MS', 'DEFAULT_MAX_REFS', 'DEFAULT_MAX_REF_BYTES']) {
     assert.ok(cjs[name] !== undefined, `require() lacks ${name}`);
     assert.equal(esm[name], cjs[name], `import() and require() differ on ${name}`);
   }

@@ -4,45 +4,15 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import net from 'node:net';
 
-import { BigsegBigSegmentStore, BigsegError, MAX_RESPONSE_BYTES } from '@bigseg/node-server-sdk-bigseg';
+import { BigsegBigSegmentStore, BigsegError } from '@bigseg/node-server-sdk-bigseg';
+
+import { answer, fakeBigseg } from './fake.mjs';
 
 const TOKEN = 's3cr3t-T0ken.for~tests';
 // The hash of "dave": it has each character a query string must escape ('+', '/', '=').
 const HASH = 'YeoIA/iFNSO3d9QUrOMTDNTT+S3izX/4aVwzfXnC7u4=';
-
-/** An HTTP server answering with handler, recording requests and counting connections. */
-async function fakeBigseg(t, handler) {
-  const requests = [];
-  let opened = 0;
-  const server = http.createServer((req, res) => {
-    requests.push({ method: req.method, url: req.url, headers: req.headers });
-    handler(req, res);
-  });
-  server.on('connection', () => {
-    opened += 1;
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(resolve);
-      }),
-  );
-  return { url: `http://127.0.0.1:${server.address().port}`, requests, opened: () => opened };
-}
-
-function answer(status, contentType, body, headers = {}) {
-  return (req, res) => {
-    const h = { ...headers };
-    if (contentType) h['content-type'] = contentType;
-    res.writeHead(status, h);
-    res.end(body);
-  };
-}
 
 function store(t, options, logger) {
   const s = BigsegBigSegmentStore(options)({ basicConfiguration: { logger } });
@@ -69,7 +39,10 @@ async function assertRejects(promise, want) {
 }
 
 const json = 'application/json';
-const huge = 'x'.repeat(MAX_RESPONSE_BYTES + 1);
+// The most of a response the store reads with the default bounds: 6 × 65536 (every ref byte
+// escaped) + 9 × 1000 (each ref's punctuation) + 4096.
+const MAX_BODY = 406312;
+const huge = 'x'.repeat(MAX_BODY + 1);
 
 const membershipCases = [
   {
@@ -174,14 +147,14 @@ const membershipCases = [
   },
   {
     name: 'body over the bound, with Content-Length',
-    handler: answer(200, json, huge),
-    err: { kind: 'BAD_RESPONSE', status: 200, contains: `more than the ${MAX_RESPONSE_BYTES} bytes` },
+    handler: answer(200, json, huge, { 'content-length': String(huge.length) }),
+    err: { kind: 'TOO_LARGE', status: 200, contains: `${MAX_BODY + 1} bytes, more than the ${MAX_BODY} bytes this store reads` },
   },
   {
     name: 'endless body, chunked',
     handler: (req, res) => {
       res.writeHead(200, { 'content-type': json });
-      res.write('{"memberships":{"');
+      res.write('{"memberships":{},"pad":"'); // endless
       const chunk = 'a'.repeat(32 * 1024);
       const pump = () => {
         while (!res.destroyed && res.write(chunk));
@@ -190,7 +163,7 @@ const membershipCases = [
       res.on('close', () => res.removeAllListeners('drain'));
       pump();
     },
-    err: { kind: 'BAD_RESPONSE', status: 200, contains: `more than the ${MAX_RESPONSE_BYTES} bytes` },
+    err: { kind: 'TOO_LARGE', status: 200, contains: `more than the ${MAX_BODY} bytes this store reads` },
   },
 ];
 
@@ -247,8 +220,8 @@ const statusCases = [
   { name: '502 from a proxy', handler: answer(502, 'text/html', '<h1>Bad Gateway</h1>'), err: { kind: 'HTTP', status: 502, contains: 'Bad Gateway' } },
   {
     name: 'body over the bound',
-    handler: answer(200, json, `{"available":true,"lastSynchronizedOn":1,"pad":"${'x'.repeat(MAX_RESPONSE_BYTES)}"}`),
-    err: { kind: 'BAD_RESPONSE', status: 200, contains: 'more than the' },
+    handler: answer(200, json, `{"available":true,"lastSynchronizedOn":1,"pad":"${'x'.repeat(MAX_BODY)}"}`),
+    err: { kind: 'TOO_LARGE', status: 200, contains: `more than the ${MAX_BODY} bytes` },
   },
 ];
 
@@ -411,6 +384,9 @@ test('options are checked at configuration, without quoting secrets', () => {
     [{ bearerToken: 'pa55wörd' }, 'bearerToken'],
     [{ timeoutMs: 'soon' }, 'timeoutMs'],
     [{ timeoutMs: Number.NaN }, 'timeoutMs'],
+    [{ maxRefs: '1000' }, 'maxRefs: must be a whole number'],
+    [{ maxRefs: 1.5 }, 'maxRefs: must be a whole number'],
+    [{ maxRefBytes: Number.POSITIVE_INFINITY }, 'maxRefBytes: must be a whole number'],
   ];
   for (const [options, want] of cases) {
     assert.throws(

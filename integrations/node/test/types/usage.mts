@@ -4,7 +4,9 @@ import { init, type LDOptions, type interfaces } from '@launchdarkly/node-server
 import { BigsegBigSegmentStore, BigsegError, type BigsegErrorKind } from '@bigseg/node-server-sdk-bigseg';
 
 const options: LDOptions = {
-  bigSegments: { store: BigsegBigSegmentStore({ baseUrl: 'http://bigseg:8080', bearerToken: 'tok', timeoutMs: 2000 }) },
+  bigSegments: {
+    store: BigsegBigSegmentStore({ baseUrl: 'http://bigseg:8080', bearerToken: 'tok', timeoutMs: 2000, maxRefs: 500, maxRefBytes: 32768 }),
+  },
 };
 export const client = init('sdk-key', options);
 
