@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # bigseg: a static binary on a distroless, non-root runtime image.
-FROM golang:1.26 AS build
+FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

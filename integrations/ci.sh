@@ -42,7 +42,7 @@ echo "== the bigseg server, built once for both test suites"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd .. && go build -o "$tmp/server" ./cmd/server)
-export BIGSEG_SERVER_BIN="$tmp/server" BIGSEG_REQUIRE_REDIS=1
+export BIGSEG_SERVER_BIN="$tmp/server" BIGSEG_TEST_REQUIRE_REDIS=1
 
 echo "== ldbigseg tests (-race)"
 (cd ldbigseg && go test -race -count=1 ./...)

@@ -39,7 +39,7 @@ type Metrics struct {
 	durations      *prometheus.HistogramVec
 	storeDuration  *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
-	http           sync.Map // routeKey -> *routeSeries
+	http           sync.Map // seriesKey -> *series
 	pollSuccess    prometheus.Counter
 	pollError      prometheus.Counter
 	storeDurations map[string]prometheus.Observer
@@ -131,7 +131,7 @@ func (m *Metrics) BuildInfo(version, goVersion string) {
 func (m *Metrics) WatchCache(entries func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bigseg_cache_entries",
-		Help: "Memberships in the cache, including expired ones not yet purged.",
+		Help: "Entries in the membership cache (at most BIGSEG_CACHE_SIZE), expired ones included until their generation is dropped.",
 	}, func() float64 { return float64(entries()) }))
 }
 
@@ -229,13 +229,17 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
-type routeKey struct{ route, method string }
-
-// routeSeries is the per-request metrics of one route and method, curried once.
-type routeSeries struct {
+// series is the metrics of one route, method and status code: kept once made, since every
+// request observes one, and WithLabelValues hashes and formats the labels each time (the code
+// as a string, an allocation). Labels come from fixed sets, so this holds a bounded number.
+type series struct {
+	requests prometheus.Counter
 	duration prometheus.Observer
-	codes    *prometheus.CounterVec
-	byCode   sync.Map // int -> prometheus.Counter
+}
+
+type seriesKey struct {
+	route, method string
+	code          int
 }
 
 // ObserveRequest records one answered HTTP request; it has the signature of
@@ -245,16 +249,13 @@ func (m *Metrics) ObserveRequest(route, method string, code int, d time.Duration
 	if route == "" {
 		route = "unmatched"
 	}
-	v, ok := m.http.Load(routeKey{route, method})
+	k := seriesKey{route, method, code}
+	v, ok := m.http.Load(k)
 	if !ok {
-		labels := prometheus.Labels{"route": route, "method": method}
-		v, _ = m.http.LoadOrStore(routeKey{route, method}, &routeSeries{duration: m.durations.With(labels), codes: m.requests.MustCurryWith(labels)})
+		v, _ = m.http.LoadOrStore(k, &series{requests: m.requests.WithLabelValues(route, method, strconv.Itoa(code)),
+			duration: m.durations.WithLabelValues(route, method)})
 	}
-	rs := v.(*routeSeries)
-	c, ok := rs.byCode.Load(code)
-	if !ok {
-		c, _ = rs.byCode.LoadOrStore(code, rs.codes.WithLabelValues(strconv.Itoa(code)))
-	}
-	c.(prometheus.Counter).Inc()
-	rs.duration.Observe(d.Seconds())
+	s := v.(*series)
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
 }

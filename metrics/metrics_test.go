@@ -92,7 +92,7 @@ bigseg_membership_lookups_total{source="store",status="STORE_ERROR"} 1
 # TYPE bigseg_http_requests_total counter
 bigseg_http_requests_total{code="200",method="GET",route="/memberships/{contextKey}"} 2
 bigseg_http_requests_total{code="404",method="GET",route="unmatched"} 1
-# HELP bigseg_cache_entries Memberships in the cache, including expired ones not yet purged.
+# HELP bigseg_cache_entries Entries in the membership cache (at most BIGSEG_CACHE_SIZE), expired ones included until their generation is dropped.
 # TYPE bigseg_cache_entries gauge
 bigseg_cache_entries 42
 # HELP bigseg_redis_pool_connections Connections in the Redis pool, by state (idle, in_use).

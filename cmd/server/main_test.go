@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/bigseg/bigseg/internal/redistest"
 )
 
 // The whole program runs in-process in these tests: once each has stopped it, nothing of it
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	code := m.Run()
+	code := redistest.Main(m)
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
 		if err := findLeaks(); err != nil {

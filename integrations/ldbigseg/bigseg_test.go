@@ -29,7 +29,7 @@ import (
 // This file gives the end-to-end tests real parts: the bigseg server binary, built from this
 // repository and run as a process; the shared Redis (BIGSEG_TEST_REDIS_URL, by default
 // 127.0.0.1:6379) under a key prefix per test; and private redis-server processes for tests
-// that stop Redis. Without a Redis the tests that need one skip, unless BIGSEG_REQUIRE_REDIS=1.
+// that stop Redis. Without a Redis the tests that need one skip, unless BIGSEG_TEST_REQUIRE_REDIS=1.
 
 // hashOf is a context key's hash, as the SDKs and bigseg compute it.
 func hashOf(key string) string {
@@ -256,7 +256,7 @@ func (p *bigsegProcess) WaitStatus(what string, cond func(statusBody) bool) erro
 // --- Redis ---
 
 // sharedRedis returns a client of the shared test Redis, closed when the test ends, and its
-// URL. It skips the test (fails it with BIGSEG_REQUIRE_REDIS=1) if none answers.
+// URL. It skips the test (fails it with BIGSEG_TEST_REQUIRE_REDIS=1) if none answers.
 func sharedRedis(t *testing.T) (*goredis.Client, string) {
 	t.Helper()
 	u := os.Getenv("BIGSEG_TEST_REDIS_URL")
@@ -272,10 +272,10 @@ func sharedRedis(t *testing.T) (*goredis.Client, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("BIGSEG_REQUIRE_REDIS") == "1" {
-			t.Fatalf("no Redis at %s: %v (BIGSEG_REQUIRE_REDIS=1)", u, err)
+		if os.Getenv("BIGSEG_TEST_REQUIRE_REDIS") == "1" {
+			t.Fatalf("no Redis at %s: %v (BIGSEG_TEST_REQUIRE_REDIS=1)", u, err)
 		}
-		t.Skipf("no Redis at %s: %v; set BIGSEG_TEST_REDIS_URL, or BIGSEG_REQUIRE_REDIS=1 to fail instead", u, err)
+		t.Skipf("no Redis at %s: %v; set BIGSEG_TEST_REDIS_URL, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail instead", u, err)
 	}
 	return c, u
 }
@@ -356,8 +356,8 @@ type redisServer struct {
 func startRedis(t *testing.T) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("BIGSEG_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server is not installed (BIGSEG_REQUIRE_REDIS=1)")
+		if os.Getenv("BIGSEG_TEST_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server is not installed (BIGSEG_TEST_REQUIRE_REDIS=1)")
 		}
 		t.Skip("redis-server is not installed")
 	}

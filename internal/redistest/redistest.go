@@ -26,16 +26,46 @@ import (
 const DefaultURL = "redis://127.0.0.1:6379"
 
 // Required reports whether tests must fail, not skip, when Redis is missing
-// (BIGSEG_REQUIRE_REDIS=1, as .ci/run sets).
-func Required() bool { return os.Getenv("BIGSEG_REQUIRE_REDIS") == "1" }
+// (BIGSEG_TEST_REQUIRE_REDIS=1, as .ci/run sets).
+func Required() bool { return os.Getenv("BIGSEG_TEST_REQUIRE_REDIS") == "1" }
 
 func unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if Required() {
-		t.Fatalf("%s (BIGSEG_REQUIRE_REDIS=1)", msg)
+		t.Fatalf("%s (BIGSEG_TEST_REQUIRE_REDIS=1)", msg)
 	}
-	t.Skipf("%s; set BIGSEG_TEST_REDIS_URL to a reachable Redis, or BIGSEG_REQUIRE_REDIS=1 to fail instead of skipping", msg)
+	skips.Lock()
+	skips.n++
+	skips.why = msg
+	skips.Unlock()
+	t.Skipf("%s; set BIGSEG_TEST_REDIS_URL to a reachable Redis, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail instead of skipping", msg)
+}
+
+// skips counts the tests skipped for want of Redis, and the last reason.
+var skips struct {
+	sync.Mutex
+	n   int
+	why string
+}
+
+// Main runs the tests, then says once how many skipped for want of Redis, and why: go test
+// shows nothing of a package that passes but its "ok", so the line goes to the terminal
+// (/dev/tty) when there is one, else to standard error.
+func Main(m *testing.M) int {
+	code := m.Run()
+	skips.Lock()
+	defer skips.Unlock()
+	if skips.n > 0 {
+		w := os.Stderr
+		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+			defer tty.Close()
+			w = tty
+		}
+		fmt.Fprintf(w, "%s: %d tests skipped: %s (set BIGSEG_TEST_REDIS_URL, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail them)\n",
+			filepath.Base(os.Args[0]), skips.n, skips.why)
+	}
+	return code
 }
 
 // URL returns the shared test server's URL after checking that it answers.

@@ -58,7 +58,7 @@ const FLAG_DATA = {
 };
 
 const redis = await connectSharedRedis();
-const skip = redis ? false : `no Redis at ${sharedRedisAddress().url}; set BIGSEG_TEST_REDIS_URL, or BIGSEG_REQUIRE_REDIS=1 to fail instead`;
+const skip = redis ? false : `no Redis at ${sharedRedisAddress().url}; set BIGSEG_TEST_REDIS_URL, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail instead`;
 let server;
 let dataDir;
 

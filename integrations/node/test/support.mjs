@@ -237,7 +237,7 @@ export function sharedRedisAddress() {
 
 /**
  * Connects to the shared Redis; resolves undefined when none answers (the tests then skip,
- * unless BIGSEG_REQUIRE_REDIS=1, which makes this throw).
+ * unless BIGSEG_TEST_REQUIRE_REDIS=1, which makes this throw).
  */
 export async function connectSharedRedis() {
   const { host, port, url } = sharedRedisAddress();
@@ -246,7 +246,7 @@ export async function connectSharedRedis() {
     await c.command('PING');
     return c;
   } catch (err) {
-    if (process.env.BIGSEG_REQUIRE_REDIS === '1') throw new Error(`no Redis at ${url}: ${err.message} (BIGSEG_REQUIRE_REDIS=1)`);
+    if (process.env.BIGSEG_TEST_REQUIRE_REDIS === '1') throw new Error(`no Redis at ${url}: ${err.message} (BIGSEG_TEST_REQUIRE_REDIS=1)`);
     return undefined;
   }
 }
