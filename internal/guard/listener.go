@@ -41,7 +41,8 @@ type Listener struct {
 	slots  chan struct{} // one per open connection
 	closed chan struct{}
 	once   sync.Once
-	now    func() int64 // monotonic nanoseconds, never 0
+	start  time.Time    // the monotonic clock's origin (see now)
+	fake   func() int64 // a test's clock, instead of now's
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{} // every open connection
@@ -49,12 +50,18 @@ type Listener struct {
 
 // NewListener limits ln to max connections open at once.
 func NewListener(ln net.Listener, max int) *Listener {
-	start := time.Now()
 	return &Listener{Listener: ln, max: max, slots: make(chan struct{}, max), closed: make(chan struct{}),
-		conns: make(map[*limitedConn]struct{}),
-		// On the monotonic clock, so that a step of the wall clock (NTP) can neither make a
-		// connection look unused nor spare one.
-		now: func() int64 { return int64(time.Since(start)) + 1 }}
+		conns: make(map[*limitedConn]struct{}), start: time.Now()}
+}
+
+// now is the listener's clock: nanoseconds since it was made, never 0, on the monotonic
+// clock, so that a step of the wall clock (NTP) can neither make a connection look unused nor
+// spare one.
+func (l *Listener) now() int64 {
+	if l.fake != nil {
+		return l.fake()
+	}
+	return int64(time.Since(l.start)) + 1
 }
 
 // Accept waits for a free slot (making one by closing an unused connection if it can), then

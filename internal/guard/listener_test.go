@@ -22,9 +22,7 @@ func serveLimited(t *testing.T, max int, h http.Handler, now func() int64) (*Lis
 		t.Fatal(err)
 	}
 	l := NewListener(raw, max)
-	if now != nil {
-		l.now = now
-	}
+	l.fake = now
 	srv := &http.Server{Handler: h, ConnState: l.ConnState, MaxHeaderBytes: 4096}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
