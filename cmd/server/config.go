@@ -18,6 +18,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -85,6 +86,11 @@ type config struct {
 	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
 	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" desc:"how long an idle keep-alive connection stays open"`
 	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" desc:"largest request header accepted (431 beyond)"`
+	RESPAddr                   string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md); unset means off"`
+	RESPTLS                    bool          `envconfig:"RESP_TLS" desc:"serve RESP_ADDR with the TLS settings of ADDR (rediss://; client certificates included); else plain"`
+	RESPMaxConns               int           `envconfig:"RESP_MAX_CONNS" desc:"most Redis-protocol connections open at once; at the limit an idle one is closed to make room"`
+	RESPIdleTimeout            time.Duration `envconfig:"RESP_IDLE_TIMEOUT" desc:"how long a Redis-protocol connection may wait for its next command; 0 for no bound, as Redis's own timeout 0"`
+	RESPReadTimeout            time.Duration `envconfig:"RESP_READ_TIMEOUT" desc:"how long a Redis-protocol command may take to arrive once it has begun"`
 	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
 	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
@@ -117,6 +123,8 @@ func defaultConfig() config {
 		ShedWait:           250 * time.Millisecond,
 		MaxConns:           4096,
 		MaxStreams:         1000,
+		RESPMaxConns:       4096,
+		RESPReadTimeout:    resp.DefaultReadTimeout,
 		ReadHeaderTimeout:  5 * time.Second,
 		ReadTimeout:        15 * time.Second,
 		WriteTimeout:       15 * time.Second,
@@ -246,6 +254,9 @@ func (c config) validate() error {
 		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"MAX_STREAMS", c.MaxStreams < 0, "must not be negative"},
+		{"RESP_MAX_CONNS", c.RESPMaxConns <= 0, "must be positive"},
+		{"RESP_IDLE_TIMEOUT", c.RESPIdleTimeout < 0, "must not be negative"},
+		{"RESP_READ_TIMEOUT", c.RESPReadTimeout <= 0, "must be positive"},
 		{"READ_HEADER_TIMEOUT", c.ReadHeaderTimeout <= 0, "must be positive"},
 		{"READ_TIMEOUT", c.ReadTimeout <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
@@ -285,6 +296,9 @@ func (c config) validateTLS() []error {
 	}
 	if c.MetricsTLS && (c.TLSCertFile == "" || c.MetricsAddr == "") {
 		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
+	}
+	if c.RESPTLS && (c.TLSCertFile == "" || c.RESPAddr == "") {
+		errs = append(errs, errors.New("BIGSEG_RESP_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_RESP_ADDR"))
 	}
 	return errs
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/metrics"
+	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
@@ -51,6 +52,8 @@ type app struct {
 	svc    *segments.Service
 	srv    *http.Server
 	ln     *guard.Listener
+	resp   *respListener       // the Redis-protocol listener, when configured
+	shed   *guard.Shedder      // lookups' slots, on every listener
 	sides  []*sideServer       // the metrics and profiler listeners, when configured
 	certs  *guard.Certificates // the listeners' TLS files, when configured
 	tokens *guard.Tokens       // the bearer tokens accepted, if any
@@ -97,6 +100,7 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile); err != nil {
 		return nil, err
 	}
+	a.shed = guard.NewShedder(cfg.MaxInflight, cfg.ShedWait)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 		MaxRequestsInFlight: metricsInFlight})
 	if err := a.listen(m, metricsHandler); err != nil {
@@ -152,8 +156,40 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 		}
 	}
 	if a.cfg.PprofAddr != "" {
-		return a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil, 2*time.Minute)
+		if err := a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil, 2*time.Minute); err != nil {
+			return err
+		}
 	}
+	if a.cfg.RESPAddr != "" {
+		return a.listenRESP(m)
+	}
+	return nil
+}
+
+// respListener is the Redis-protocol listener and its server.
+type respListener struct {
+	ln      net.Listener
+	srv     *resp.Server
+	stopped chan struct{} // closed once Serve has returned; nil if never started
+}
+
+// listenRESP opens the Redis-protocol listener, under a connection limit of its own, with TLS
+// when BIGSEG_RESP_TLS is set.
+func (a *app) listenRESP(m *metrics.Metrics) error {
+	raw, err := net.Listen("tcp", a.cfg.RESPAddr)
+	if err != nil {
+		return fmt.Errorf("Redis-protocol listener: %w", err)
+	}
+	limited := guard.NewListener(raw, a.cfg.RESPMaxConns)
+	var ln net.Listener = limited
+	if a.cfg.RESPTLS {
+		ln = tls.NewListener(limited, a.certs.ServerConfig())
+	}
+	a.resp = &respListener{ln: ln, srv: resp.New(a.svc, resp.Config{
+		Prefix: a.cfg.Prefix, Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
+		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
+		Observe: m.RESP(resp.Commands(), limited.Open),
+	})}
 	return nil
 }
 
@@ -173,7 +209,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
 		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
 		Bodies:  guard.NewBodies(a.cfg.BodyMemoryBytes),
-		Shed:    guard.Shed(a.cfg.MaxInflight, a.cfg.ShedWait, handlers.Error),
+		Shed:    a.shed.Middleware(handlers.Error),
 		Streams: guard.Streams(streams, handlers.Error),
 	}
 	if a.tokens.Enabled() {
@@ -204,6 +240,16 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		}
 		serveErr <- a.srv.Serve(a.ln)
 	}()
+	if a.resp != nil {
+		a.resp.stopped = make(chan struct{})
+		go func() {
+			defer close(a.resp.stopped)
+			if err := a.resp.srv.Serve(a.resp.ln); err != nil {
+				a.log.Error("Redis-protocol listener stopped", "err", err.Error())
+			}
+		}()
+		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefix", a.cfg.Prefix)
+	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
 		"pollInterval", a.svc.PollInterval().String(), "staleAfter", a.svc.StaleAfter().String(), "lookupTimeout", a.cfg.LookupTimeout.String())
@@ -258,6 +304,8 @@ func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error, delay ti
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
+	respDone := a.shutdownRESP(ctx)
+	defer func() { <-respDone }()
 	if err := a.srv.Shutdown(ctx); err != nil {
 		a.srv.Close() // requests still running past the timeout: cut them
 		<-serveErr
@@ -268,6 +316,25 @@ func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error, delay ti
 	}
 	a.log.Info("stopped")
 	return nil
+}
+
+// shutdownRESP stops the Redis-protocol listener as the HTTP server stops: no new
+// connections, the commands in progress answered, then every connection closed; the channel
+// is closed once it has.
+func (a *app) shutdownRESP(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if a.resp == nil || a.resp.stopped == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		if err := a.resp.srv.Shutdown(ctx); err != nil {
+			a.log.Warn("Redis-protocol listener: connections cut at the shutdown timeout", "err", err.Error())
+		}
+		<-a.resp.stopped
+	}()
+	return done
 }
 
 // wait waits out the shutdown delay, unless a second SIGTERM or SIGINT ends it first.
@@ -297,6 +364,13 @@ func (a *app) close() {
 	}
 	if a.ln != nil {
 		a.ln.Close()
+	}
+	if a.resp != nil {
+		a.resp.srv.Close()
+		a.resp.ln.Close()
+		if a.resp.stopped != nil {
+			<-a.resp.stopped
+		}
 	}
 	if a.store.close != nil {
 		a.store.close()

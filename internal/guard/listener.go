@@ -121,6 +121,17 @@ func (l *Listener) Open() int {
 
 // ConnState is the http.Server hook that tells the limit which connections are waiting.
 func (l *Listener) ConnState(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateActive:
+		l.Busy(c, true)
+	case http.StateIdle:
+		l.Busy(c, false)
+	}
+}
+
+// Busy tells the limit that a request is in progress on c (busy), or that c waits for the
+// next one: a server that is not net/http (the Redis protocol) calls it around each command.
+func (l *Listener) Busy(c net.Conn, busy bool) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
@@ -128,13 +139,12 @@ func (l *Listener) ConnState(c net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
-	switch state {
-	case http.StateActive:
+	if busy {
 		lc.waitingSince.Store(0)
-	case http.StateIdle:
-		lc.served.Store(true)
-		lc.waitingSince.Store(l.now())
+		return
 	}
+	lc.served.Store(true)
+	lc.waitingSince.Store(l.now())
 }
 
 // closeUnused closes the connection that has held a slot unused longest past its grace, a

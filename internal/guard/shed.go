@@ -1,53 +1,36 @@
 package guard
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// Shed is middleware that bounds the requests running at once: up to limit run, up to limit
-// more wait at most wait for a slot, and the rest are refused at once with 429 and
-// Retry-After, instead of queueing without bound while latency grows for everyone. A request
-// holds its slot until its answer begins (its first write): a client that reads its answer
-// slowly holds none. Put it after whatever reads the request's input (Bodies.Limit), so that
-// a client still sending holds none either. A limit of 0 or less turns shedding off.
-func Shed(limit int, wait time.Duration, refuse Refuse) func(http.Handler) http.Handler {
-	if limit <= 0 {
-		return func(next http.Handler) http.Handler { return next }
-	}
-	sh := &shedder{running: make(chan struct{}, limit), waiting: make(chan struct{}, limit), wait: wait, refuse: refuse}
-	return sh.middleware
-}
-
-type shedder struct {
+// Shedder bounds the lookups running at once, for every listener alike: up to limit run, up
+// to limit more wait at most wait for a slot, and the rest are refused at once, instead of
+// queueing without bound while latency grows for everyone. A nil Shedder admits everything.
+type Shedder struct {
 	running chan struct{}
 	waiting chan struct{}
 	wait    time.Duration
-	refuse  Refuse
 }
 
-func (sh *shedder) middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !sh.admit(r) {
-			w.Header().Set("Retry-After", "1")
-			sh.refuse(w, r, http.StatusTooManyRequests, "too many lookups in flight; retry shortly")
-			return
-		}
-		sw := slotWriters.Get().(*slotWriter)
-		sw.ResponseWriter, sw.sh, sw.held = w, sh, true
-		defer func() {
-			sw.release()
-			sw.ResponseWriter = nil
-			slotWriters.Put(sw)
-		}()
-		next.ServeHTTP(sw, r)
-	})
+// NewShedder returns a shedder of limit slots; nil, which sheds nothing, for a limit of 0 or
+// less.
+func NewShedder(limit int, wait time.Duration) *Shedder {
+	if limit <= 0 {
+		return nil
+	}
+	return &Shedder{running: make(chan struct{}, limit), waiting: make(chan struct{}, limit), wait: wait}
 }
 
-// admit takes a slot, waiting for one if there is room in the line, until the wait ends or
-// the client leaves.
-func (sh *shedder) admit(r *http.Request) bool {
+// Admit takes a slot, waiting for one if there is room in the line, until the wait ends or
+// ctx does; it says whether it took one, which the caller gives back with Release.
+func (sh *Shedder) Admit(ctx context.Context) bool {
+	if sh == nil {
+		return true
+	}
 	select {
 	case sh.running <- struct{}{}:
 		return true
@@ -65,16 +48,58 @@ func (sh *shedder) admit(r *http.Request) bool {
 	case sh.running <- struct{}{}:
 		return true
 	case <-timer.C:
-	case <-r.Context().Done(): // the client left while waiting
+	case <-ctx.Done(): // the client left while waiting
 	}
 	return false
+}
+
+// Release gives back a slot that Admit took.
+func (sh *Shedder) Release() {
+	if sh != nil {
+		<-sh.running
+	}
+}
+
+// TooBusy is the message of a request shed.
+const TooBusy = "too many lookups in flight; retry shortly"
+
+// Middleware sheds HTTP requests: one refused gets 429 with Retry-After. A request holds its
+// slot until its answer begins (its first write): a client that reads its answer slowly holds
+// none. Put it after whatever reads the request's input (Bodies.Limit), so that a client still
+// sending holds none either.
+func (sh *Shedder) Middleware(refuse Refuse) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if sh == nil {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !sh.Admit(r.Context()) {
+				w.Header().Set("Retry-After", "1")
+				refuse(w, r, http.StatusTooManyRequests, TooBusy)
+				return
+			}
+			sw := slotWriters.Get().(*slotWriter)
+			sw.ResponseWriter, sw.sh, sw.held = w, sh, true
+			defer func() {
+				sw.release()
+				sw.ResponseWriter = nil
+				slotWriters.Put(sw)
+			}()
+			next.ServeHTTP(sw, r)
+		})
+	}
+}
+
+// Shed is NewShedder(limit, wait).Middleware(refuse), for a listener that sheds alone.
+func Shed(limit int, wait time.Duration, refuse Refuse) func(http.Handler) http.Handler {
+	return NewShedder(limit, wait).Middleware(refuse)
 }
 
 // slotWriter gives its request's slot back at the first write of the answer. Pooled: it is
 // made for every request shed.
 type slotWriter struct {
 	http.ResponseWriter
-	sh   *shedder
+	sh   *Shedder
 	held bool
 }
 
@@ -83,7 +108,7 @@ var slotWriters = sync.Pool{New: func() any { return new(slotWriter) }}
 func (w *slotWriter) release() {
 	if w.held {
 		w.held = false
-		<-w.sh.running
+		w.sh.Release()
 	}
 }
 

@@ -14,10 +14,10 @@ import (
 // TestShedderBounds: with a limit of 2, two requests run, two wait, and a fifth is refused at
 // once with 429 and Retry-After; when the running ones finish, the waiting ones run.
 func TestShedderBounds(t *testing.T) {
-	sh := &shedder{running: make(chan struct{}, 2), waiting: make(chan struct{}, 2), wait: time.Hour, refuse: refuse}
+	sh := NewShedder(2, time.Hour)
 	release := make(chan struct{})
 	var inside atomic.Int64
-	h := sh.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := sh.Middleware(refuse)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inside.Add(1)
 		<-release
 		w.WriteHeader(http.StatusOK)

@@ -1,0 +1,314 @@
+package resp
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/segments"
+)
+
+// command is how one command is answered: arity is its number of arguments, the name
+// included (negative: at least -arity), and open says whether it needs no AUTH first.
+type command struct {
+	run   func(s *Server, c *conn, args [][]byte)
+	arity int
+	open  bool
+}
+
+// commands lists every command the listener answers; every other one, writes included, is an
+// error saying what bigseg serves. Names are lower case; clients may send any case.
+var commands = map[string]command{
+	// The reads of an SDK's Redis Big Segment store.
+	"get":      {run: (*Server).get, arity: 2},
+	"smembers": {run: (*Server).smembers, arity: 2},
+
+	// What clients send of their own, on connecting and around.
+	"ping":    {run: (*Server).ping, arity: -1, open: true},
+	"echo":    {run: (*Server).echo, arity: 2},
+	"auth":    {run: (*Server).auth, arity: -2, open: true},
+	"hello":   {run: (*Server).hello, arity: -1, open: true},
+	"select":  {run: (*Server).selectDB, arity: 2},
+	"client":  {run: (*Server).client, arity: -2},
+	"info":    {run: (*Server).info, arity: -1},
+	"command": {run: (*Server).commandInfo, arity: -1},
+	"quit":    {run: (*Server).quit, arity: 1, open: true},
+	"reset":   {run: (*Server).reset, arity: 1, open: true},
+}
+
+// dispatch answers one command.
+func (s *Server) dispatch(c *conn, args [][]byte) {
+	start := time.Now()
+	name := strings.ToLower(string(args[0]))
+	cmd, known := commands[name]
+	label := name
+	before := len(c.out)
+	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
+	switch {
+	case !known:
+		label = "other"
+		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.keys.expected+" (read only)")
+	case len(args) > maxArgs || cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
+		c.out = redcon.AppendError(c.out, "ERR wrong number of arguments for '"+name+"' command")
+	case !cmd.open && s.cfg.Tokens.Enabled() && !c.authed:
+		c.out = redcon.AppendError(c.out, "NOAUTH Authentication required.")
+	default:
+		cmd.run(s, c, args)
+	}
+	s.cfg.Observe(label, len(c.out) > before && c.out[before] == '-', time.Since(start))
+}
+
+// printable is a client's command name as an answer may quote it: short, and no control
+// characters.
+func printable(s string) string {
+	if len(s) > 32 {
+		s = s[:32] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// get answers GET {prefix}:big_segments_synchronized_on from the status poller's last poll, as
+// Redis would hold it: unix milliseconds, nil when never synchronized; an error while the
+// store is unavailable, so that the SDK reports it unavailable. It never reads the store.
+func (s *Server) get(c *conn, args [][]byte) {
+	if kind, _, ok := s.keys.parse(string(args[1])); !ok || kind != keySynchronizedOn {
+		c.out = redcon.AppendError(c.out, "ERR "+s.keys.expected)
+		return
+	}
+	st, polled := s.svc.Status()
+	switch {
+	case !polled || !st.Available:
+		c.out = redcon.AppendError(c.out, "ERR the Big Segment store is unavailable")
+	case st.LastSynchronized.IsZero():
+		c.out = redcon.AppendNull(c.out)
+	default:
+		c.out = redcon.AppendBulkString(c.out, strconv.FormatInt(st.LastSynchronized.UnixMilli(), 10))
+	}
+}
+
+// lookup is a context's answer, kept for the SMEMBERS of its other set that follows.
+type lookup struct {
+	hash   string
+	kind   int // the set asked for with it
+	answer segments.Answer
+	at     time.Time
+}
+
+// pairWindow is how soon after the SMEMBERS of one of a context's sets that of the other must
+// come to be answered from the same lookup.
+const pairWindow = time.Second
+
+// smembers answers SMEMBERS of a context's include or exclude set: the refs bigseg's lookup of
+// the context holds included, or excluded (a ref in both sets in Redis is included, which is
+// how an SDK evaluates it anyway). An SDK asks for both sets, one after the other: the second
+// is answered from the first's lookup, so that the pair is one store read even with the cache
+// off, and both sets come from the same read. A failed read is an error, never an empty set.
+func (s *Server) smembers(c *conn, args [][]byte) {
+	kind, hash, ok := s.keys.parse(string(args[1]))
+	if !ok || kind == keySynchronizedOn {
+		c.out = redcon.AppendError(c.out, "ERR "+s.keys.expected)
+		return
+	}
+	if err := validHash(hash); err != nil {
+		c.out = redcon.AppendError(c.out, "ERR "+err.Error())
+		return
+	}
+	var a segments.Answer
+	if p := c.prev; p.hash == hash && p.kind != kind && time.Since(p.at) < pairWindow {
+		a = p.answer
+	} else {
+		if !s.cfg.Shed.Admit(context.Background()) {
+			c.out = redcon.AppendError(c.out, "BUSY "+guard.TooBusy)
+			return
+		}
+		a = s.svc.LookupHash(context.Background(), hash)
+		s.cfg.Shed.Release()
+		c.last = lookup{hash: hash, kind: kind, answer: a, at: time.Now()}
+	}
+	if a.Err != nil {
+		c.out = redcon.AppendError(c.out, "ERR the Big Segment store could not be read")
+		return
+	}
+	refs := make([]string, 0, a.Membership.Len())
+	for ref, included := range a.Membership.All() {
+		if included == (kind == keyInclude) {
+			refs = append(refs, ref)
+		}
+	}
+	c.out = redcon.AppendArray(c.out, len(refs))
+	for _, r := range refs {
+		c.out = redcon.AppendBulkString(c.out, r)
+	}
+}
+
+func (s *Server) ping(c *conn, args [][]byte) {
+	switch {
+	case len(args) > 2:
+		c.out = redcon.AppendError(c.out, "ERR wrong number of arguments for 'ping' command")
+	case len(args) == 2:
+		c.out = redcon.AppendBulk(c.out, args[1])
+	default:
+		c.out = redcon.AppendString(c.out, "PONG")
+	}
+}
+
+func (s *Server) echo(c *conn, args [][]byte) { c.out = redcon.AppendBulk(c.out, args[1]) }
+
+// auth answers AUTH token or AUTH user token: the user name is ignored, and the password is a
+// bigseg API token. Failed attempts close the connection after maxAuthFailures.
+func (s *Server) auth(c *conn, args [][]byte) {
+	if len(args) > 3 {
+		c.out = redcon.AppendError(c.out, "ERR syntax error")
+		return
+	}
+	if s.authenticate(c, args[len(args)-1]) {
+		c.out = redcon.AppendOK(c.out)
+	}
+}
+
+// authenticate checks token, answering the error of a wrong one; true when it opens the
+// connection (always, without tokens: AUTH is then accepted, as a Redis without a password
+// would not, so that SDKs configured with a password work either way).
+func (s *Server) authenticate(c *conn, token []byte) bool {
+	if !s.cfg.Tokens.Enabled() || s.cfg.Tokens.Valid(string(token)) {
+		c.authed = true
+		return true
+	}
+	c.failed++
+	c.out = redcon.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
+	if c.failed >= maxAuthFailures {
+		c.closing = true
+	}
+	return false
+}
+
+// hello answers HELLO [protover [AUTH user token] [SETNAME name]]: RESP2 only (HELLO 3 gets
+// NOPROTO, and clients fall back to RESP2, as with a Redis without RESP3).
+func (s *Server) hello(c *conn, args [][]byte) {
+	if len(args) > 1 {
+		if v := string(args[1]); v != "2" {
+			if v == "3" {
+				c.out = redcon.AppendError(c.out, "NOPROTO sorry, this protocol version is not supported")
+			} else {
+				c.out = redcon.AppendError(c.out, "ERR Protocol version is not an integer or out of range")
+			}
+			return
+		}
+	}
+	for i := 2; i < len(args); i++ {
+		switch opt := strings.ToLower(string(args[i])); {
+		case opt == "auth" && i+2 < len(args):
+			if !s.authenticate(c, args[i+2]) {
+				return
+			}
+			i += 2
+		case opt == "setname" && i+1 < len(args):
+			c.name = string(args[i+1])
+			i++
+		default:
+			c.out = redcon.AppendError(c.out, "ERR Syntax error in HELLO option '"+printable(opt)+"'")
+			return
+		}
+	}
+	if s.cfg.Tokens.Enabled() && !c.authed {
+		c.out = redcon.AppendError(c.out, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	c.out = redcon.AppendArray(c.out, 14)
+	for _, kv := range [][2]string{{"server", "redis"}, {"version", redisVersion}, {"proto", ""}, {"id", ""},
+		{"mode", "standalone"}, {"role", "master"}, {"modules", ""}} {
+		c.out = redcon.AppendBulkString(c.out, kv[0])
+		switch kv[0] {
+		case "proto":
+			c.out = redcon.AppendInt(c.out, 2)
+		case "id":
+			c.out = redcon.AppendInt(c.out, c.id)
+		case "modules":
+			c.out = redcon.AppendArray(c.out, 0)
+		default:
+			c.out = redcon.AppendBulkString(c.out, kv[1])
+		}
+	}
+}
+
+// redisVersion is the Redis version bigseg answers as: one whose commands and replies
+// clients know (bigseg's own version is in INFO).
+const redisVersion = "7.0.0"
+
+// selectDB answers SELECT: only database 0 exists.
+func (s *Server) selectDB(c *conn, args [][]byte) {
+	if string(args[1]) != "0" {
+		c.out = redcon.AppendError(c.out, "ERR DB index is out of range: bigseg serves database 0 only")
+		return
+	}
+	c.out = redcon.AppendOK(c.out)
+}
+
+// client answers CLIENT SETNAME, GETNAME, ID and SETINFO.
+func (s *Server) client(c *conn, args [][]byte) {
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "setname" && len(args) == 3:
+		c.name = string(args[2])
+		c.out = redcon.AppendOK(c.out)
+	case sub == "getname" && len(args) == 2:
+		if c.name == "" {
+			c.out = redcon.AppendNull(c.out)
+		} else {
+			c.out = redcon.AppendBulkString(c.out, c.name)
+		}
+	case sub == "id" && len(args) == 2:
+		c.out = redcon.AppendInt(c.out, c.id)
+	case sub == "setinfo" && len(args) == 4:
+		c.out = redcon.AppendOK(c.out)
+	default:
+		c.out = redcon.AppendError(c.out, "ERR bigseg answers CLIENT SETNAME, GETNAME, ID and SETINFO only")
+	}
+}
+
+// info answers INFO with what clients look at: a server section, and loading:0 (ioredis's
+// ready check waits for it).
+func (s *Server) info(c *conn, args [][]byte) {
+	c.out = redcon.AppendBulkString(c.out, "# Server\r\nredis_version:"+redisVersion+"\r\nredis_mode:standalone\r\n"+
+		"bigseg_version:"+s.cfg.Version+"\r\n\r\n# Persistence\r\nloading:0\r\n\r\n# Replication\r\nrole:master\r\n")
+}
+
+// commandInfo answers COMMAND and its subcommands, which clients probe: with nothing.
+func (s *Server) commandInfo(c *conn, args [][]byte) {
+	if len(args) > 1 && strings.EqualFold(string(args[1]), "count") {
+		c.out = redcon.AppendInt(c.out, 0)
+		return
+	}
+	c.out = redcon.AppendArray(c.out, 0)
+}
+
+// quit answers OK, then closes the connection.
+func (s *Server) quit(c *conn, args [][]byte) {
+	c.out = redcon.AppendOK(c.out)
+	c.closing = true
+}
+
+// reset forgets what the connection said of itself, its AUTH included.
+func (s *Server) reset(c *conn, args [][]byte) {
+	c.authed, c.name = false, ""
+	c.out = redcon.AppendString(c.out, "RESET")
+}
+
+// Commands are the names of the commands answered, for metrics: every other one is "other".
+func Commands() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,258 @@
+// Package resp is bigseg's Redis-protocol listener: it answers the three reads a LaunchDarkly
+// SDK's own Redis Big Segment store makes (GET of the synchronization time, SMEMBERS of a
+// context's include and exclude sets) from the segments service, so that an SDK in any
+// language reads bigseg with no code of ours. It is a sibling of package handlers: it calls
+// the service through a small interface, and takes its defences from package guard.
+// commands.go lists every command it answers.
+//
+// It speaks RESP2 (a client asking HELLO 3 is told NOPROTO and falls back, as with a Redis
+// older than 6), presents itself as a standalone Redis with one database, and writes nothing
+// anywhere: every command but its reads and the clients' housekeeping is an error.
+package resp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/segments"
+)
+
+// Service is what the listener asks of the domain; *segments.Service is one.
+type Service interface {
+	LookupHash(ctx context.Context, hash string) segments.Answer
+	Status() (segments.StoreStatus, bool)
+}
+
+var _ Service = (*segments.Service)(nil)
+
+// Bounds of what one client may make the listener hold.
+const (
+	// maxCommandBytes bounds one command (or pipelined batch of them) as it arrives: the
+	// longest bigseg answers (AUTH with a token, a key with a long prefix) are far shorter.
+	maxCommandBytes = 16 << 10
+	// maxArgs bounds a command's arguments (HELLO 2 AUTH user token SETNAME name: seven).
+	maxArgs = 8
+	// flushBytes is how much of the answers to a pipelined batch is kept before it is sent.
+	flushBytes = 32 << 10
+	// maxAuthFailures is the failed AUTHs after which a connection is closed.
+	maxAuthFailures = 3
+)
+
+// Defaults of Config's timeouts.
+const (
+	DefaultReadTimeout  = 5 * time.Second
+	DefaultWriteTimeout = 5 * time.Second
+)
+
+// Config is what the listener is given; zero values mean the defaults, or none.
+type Config struct {
+	Prefix  string       // the key prefix served (BIGSEG_PREFIX)
+	Version string       // named in HELLO and INFO
+	Log     *slog.Logger // default: discarded
+
+	Tokens   *guard.Tokens   // with tokens enabled, AUTH with one is required
+	Shed     *guard.Shedder  // lookups take a slot, as HTTP's do
+	Listener *guard.Listener // told when a connection is busy, to make room at its limit
+
+	IdleTimeout  time.Duration // how long a connection may wait for its next command; 0: no bound
+	ReadTimeout  time.Duration // how long a command may take to arrive once begun
+	WriteTimeout time.Duration // how long answers may take to be taken
+
+	// Observe is told about every command answered: its name (from a fixed set, else
+	// "other"), whether it answered an error, and how long it took.
+	Observe func(command string, failed bool, d time.Duration)
+}
+
+// Server is the listener's server: Serve runs it, Shutdown stops it.
+type Server struct {
+	svc  Service
+	cfg  Config
+	keys keys
+
+	draining atomic.Bool
+	ids      atomic.Int64
+	wg       sync.WaitGroup // every connection's goroutine
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*conn]struct{}
+}
+
+// New returns a server over svc.
+func New(svc Service, cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Observe == nil {
+		cfg.Observe = func(string, bool, time.Duration) {}
+	}
+	return &Server{svc: svc, cfg: cfg, keys: newKeys(cfg.Prefix), conns: make(map[*conn]struct{})}
+}
+
+// Serve answers the connections of ln until Shutdown or Close; it returns nil then, or
+// Accept's error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		c := &conn{nc: nc, id: s.ids.Add(1)}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Go(func() { s.serve(c) })
+	}
+}
+
+// Shutdown stops accepting connections, lets each finish the commands it is answering, then
+// closes it; connections waiting for a command are closed at once. It returns once every
+// connection is closed, or ctx ends (then it closes them all).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		if !c.busy.Load() {
+			_ = c.nc.SetReadDeadline(time.Now()) // wakes its read: it sees the drain and ends
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() {
+	s.draining.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+}
+
+// conn is one client connection and what it has said of itself.
+type conn struct {
+	nc      net.Conn
+	id      int64
+	busy    atomic.Bool
+	out     []byte // answers not yet sent
+	authed  bool
+	failed  int // AUTHs that failed
+	name    string
+	last    lookup // the lookup of the command being answered, if an SMEMBERS
+	prev    lookup // that of the command before: see (*Server).smembers
+	closing bool   // QUIT or too many failed AUTHs: close once the answers are sent
+}
+
+// serve reads and answers c's commands until it closes, fails, or the server drains.
+func (s *Server) serve(c *conn) {
+	defer func() {
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	cc := guard.NewCommandConn(c.nc, maxCommandBytes, s.cfg.ReadTimeout)
+	rd := redcon.NewReader(cc)
+	idle := s.cfg.ReadTimeout // a client sends its first command as it connects
+	for {
+		if err := cc.Next(idle); err != nil || s.draining.Load() {
+			return
+		}
+		idle = s.cfg.IdleTimeout
+		cmds, err := rd.ReadCommands()
+		if err != nil {
+			s.readFailed(c, err)
+			return
+		}
+		c.busy.Store(true)
+		s.busy(c, true)
+		for _, cmd := range cmds {
+			s.dispatch(c, cmd.Args)
+			if len(c.out) >= flushBytes || c.closing {
+				if !s.flush(c) || c.closing {
+					return
+				}
+			}
+		}
+		ok := s.flush(c)
+		c.busy.Store(false)
+		s.busy(c, false)
+		if !ok {
+			return
+		}
+	}
+}
+
+func (s *Server) busy(c *conn, busy bool) {
+	if s.cfg.Listener != nil {
+		s.cfg.Listener.Busy(c.nc, busy)
+	}
+}
+
+// readFailed answers a command that could not be read, if the client can still be told.
+func (s *Server) readFailed(c *conn, err error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne):
+		return
+	case errors.Is(err, guard.ErrCommandTooLong):
+		c.out = redcon.AppendError(c.out, "ERR "+err.Error()+": bigseg answers only short commands")
+	default: // the protocol's own errors
+		c.out = redcon.AppendError(c.out, "ERR "+err.Error())
+	}
+	s.cfg.Observe("other", true, 0)
+	s.flush(c)
+}
+
+// flush sends the answers kept, within the write timeout: a client that takes none of them
+// loses its connection then.
+func (s *Server) flush(c *conn) bool {
+	if len(c.out) == 0 {
+		return true
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	_, err := c.nc.Write(c.out)
+	if cap(c.out) > 2*flushBytes {
+		c.out = nil // let a large buffer go
+	} else {
+		c.out = c.out[:0]
+	}
+	return err == nil
+}
