@@ -20,7 +20,7 @@ import (
 
 func TestBearerTokens(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.Config{StoreName: "memory", Authenticate: requireTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
+		handlers.Config{StoreName: "memory", Tokens: newTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
 	lookups := []struct{ method, path, body string }{
 		{"GET", "/memberships/alice", ""},
 		{"GET", "/memberships?contextHash=" + strings.ReplaceAll(segments.Hash("alice"), "+", "%2B"), ""},
@@ -104,7 +104,7 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
 	svc := segments.New(store, segments.WithCache(0, 0))
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "memory", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -62,11 +63,21 @@ type Config struct {
 	AccessLog bool            // log every request at info level, by route pattern
 	Metrics   http.Handler    // served at /metrics when set
 
+	// Tokens, when enabled, are required on lookups and status streams, each token opening the
+	// environments of its scope.
+	Tokens *guard.Tokens
+
 	// The defences, from package guard; nil means none.
-	Authenticate func(http.Handler) http.Handler // lookups and the status stream (guard.Tokens.Require)
-	Bodies       *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
-	Shed         func(http.Handler) http.Handler // lookups, once their input is read (guard.Shed)
-	Streams      func(http.Handler) http.Handler // status streams (guard.Streams)
+	Bodies  *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
+	Shed    func(http.Handler) http.Handler // lookups, once their input is read (guard.Shedder.Middleware)
+	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
+}
+
+// Environment is one environment served (one of the Relay Proxy's, one key prefix): the name
+// its routes take, /environments/{env}/, and its service.
+type Environment struct {
+	Name    string
+	Service Service
 }
 
 // RequestObserver is told about every request once it is answered: the route (a chi route
@@ -76,28 +87,34 @@ type RequestObserver func(route, method string, code int, d time.Duration)
 
 // server is what the handlers read.
 type server struct {
-	svc Service
+	envs   []Environment
+	byName map[string]Environment
 	Config
 	mux *chi.Mux
 }
 
-// New returns the HTTP API over svc.
-func New(svc Service, cfg Config) http.Handler {
-	s := newServer(svc, cfg)
+// New returns the HTTP API over the environments envs (at least one): each under
+// /environments/{env}/, and the one environment, when there is only one, at the unscoped
+// routes too (/memberships..., /status), as bigseg serves a single prefix.
+func New(cfg Config, envs ...Environment) http.Handler {
+	s := newServer(cfg, envs)
 	s.routes(s.mux)
 	return s.mux
 }
 
 // NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics) and
 // the probes (/livez, /healthz, /readyz).
-func NewOps(svc Service, cfg Config) http.Handler {
-	s := newServer(svc, cfg)
+func NewOps(cfg Config, envs ...Environment) http.Handler {
+	s := newServer(cfg, envs)
 	s.opsRoutes(s.mux)
 	return s.mux
 }
 
-func newServer(svc Service, cfg Config) *server {
-	s := &server{svc: svc, Config: cfg, mux: chi.NewRouter()}
+func newServer(cfg Config, envs []Environment) *server {
+	s := &server{envs: envs, byName: make(map[string]Environment), Config: cfg, mux: chi.NewRouter()}
+	for _, e := range envs {
+		s.byName[e.Name] = e
+	}
 	s.setDefaults()
 	if s.AccessLog {
 		s.Observe = s.logRequests(s.Observe)
@@ -138,7 +155,7 @@ func (s *server) setDefaults() {
 	if s.Bodies == nil {
 		s.Bodies = guard.NewBodies(guard.DefaultBodyMemory)
 	}
-	for _, mw := range []*func(http.Handler) http.Handler{&s.Authenticate, &s.Shed, &s.Streams} {
+	for _, mw := range []*func(http.Handler) http.Handler{&s.Shed, &s.Streams} {
 		if *mw == nil {
 			*mw = func(next http.Handler) http.Handler { return next }
 		}
@@ -170,7 +187,7 @@ func Error(w http.ResponseWriter, r *http.Request, code int, msg string) {
 var _ guard.Refuse = Error
 
 func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/memberships/" {
+	if strings.HasSuffix(r.URL.Path, "/memberships/") {
 		Error(w, r, http.StatusNotFound, "context key is empty: GET /memberships/{contextKey}")
 		return
 	}

@@ -43,15 +43,15 @@ func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *htt
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
-	srv := httptest.NewServer(handlers.New(svc, cfg))
+	srv := httptest.NewServer(handlers.New(cfg, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
-// requireTokens is the token check of a server that accepts tokens.
-func requireTokens(tokens []string) func(http.Handler) http.Handler {
+// newTokens is the accepted tokens of a server that requires them.
+func newTokens(tokens []string) *guard.Tokens {
 	t, _ := guard.NewTokens(tokens, "", nil, nil)
-	return t.Require(handlers.Error)
+	return t
 }
 
 func memoryStore(t *testing.T, keys map[string]fixture.Context) *memory.Store {
@@ -362,7 +362,7 @@ func TestOpenAPIServed(t *testing.T) {
 
 // TestRoutesMatchSpec keeps routes.go and api/openapi.yaml listing the same operations.
 func TestRoutesMatchSpec(t *testing.T) {
-	h := handlers.New(segments.New(memoryStore(t, nil)), handlers.Config{Metrics: http.NotFoundHandler()})
+	h := handlers.New(handlers.Config{Metrics: http.NotFoundHandler()}, handlers.Environment{Name: "default", Service: segments.New(memoryStore(t, nil))})
 	var routes []string
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		routes = append(routes, method+" "+route)
@@ -580,7 +580,7 @@ func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 // a request refused before its body was read has its connection closed at once, not read to
 // the end of a body that may never come.
 func TestRequestBodiesOnlyWhereRead(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.Config{Authenticate: requireTokens([]string{"s3cret"})})
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Tokens: newTokens([]string{"s3cret"})})
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
 		{"GET", "/nowhere"}, {"DELETE", "/memberships"},

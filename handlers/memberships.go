@@ -22,12 +22,16 @@ import (
 // getMembership serves GET /memberships/{contextKey}.
 func (s *server) getMembership() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		env, ok := s.environment(w, r)
+		if !ok {
+			return
+		}
 		key, err := s.pathKey(r)
 		if err != nil {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeLookup(w, key, s.svc.LookupHash(r.Context(), segments.Hash(key)))
+		writeLookup(w, key, env.Service.LookupHash(r.Context(), segments.Hash(key)))
 	}
 }
 
@@ -61,6 +65,10 @@ func (s *server) validKey(key string) error {
 // Segment store makes, since it only ever has the hash.
 func (s *server) getMembershipByHash() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		env, ok := s.environment(w, r)
+		if !ok {
+			return
+		}
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
 			Error(w, r, http.StatusBadRequest, "query string is not validly encoded")
@@ -80,7 +88,7 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeLookup(w, "", s.svc.LookupHash(r.Context(), hash))
+		writeLookup(w, "", env.Service.LookupHash(r.Context(), hash))
 	}
 }
 
@@ -115,6 +123,10 @@ type batchRequest struct {
 // gives back as the answer begins.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		env, ok := s.environment(w, r)
+		if !ok {
+			return
+		}
 		req, err := s.decodeBatch(r)
 		if err != nil {
 			Error(w, r, http.StatusBadRequest, err.Error())
@@ -125,7 +137,7 @@ func (s *server) postMemberships() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		results := s.svc.LookupBatch(r.Context(), hashes)
+		results := env.Service.LookupBatch(r.Context(), hashes)
 		if refs := countRefs(results); refs > s.MaxBatchRefs {
 			Error(w, r, http.StatusBadRequest, fmt.Sprintf(
 				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.MaxBatchRefs))

@@ -4,18 +4,19 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 )
 
-// noBodies refuses a request body on every route but POST /memberships, before anything else
+// noBodies refuses a request body on every route but POST [/environments/{env}]/memberships, before anything else
 // is done with the request: no other route reads one, and a body left unread would be read
 // by net/http after the answer, at the client's pace.
 func (s *server) noBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && (r.Method != http.MethodPost || r.URL.Path != "/memberships") {
+		if r.ContentLength != 0 && (r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/memberships")) {
 			Error(w, r, http.StatusBadRequest, "this route takes no request body")
 			return
 		}
@@ -28,7 +29,7 @@ func (s *server) noBodies(next http.Handler) http.Handler {
 // listener closes, instead of losing a request sent on a connection that is closing.
 func (s *server) closeWhenDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.svc.Draining() {
+		if s.envs[0].Service.Draining() { // every environment drains at once
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)

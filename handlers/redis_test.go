@@ -22,7 +22,7 @@ func TestNotYetPolledThenAvailableWithRealRedis(t *testing.T) {
 	store := redis.New(c, redistest.Prefix(t, c))
 	c.Set(context.Background(), store.SynchronizedOnKey(), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	svc := segments.New(store)
-	srv := httptest.NewServer(handlers.New(svc, handlers.Config{StoreName: "redis"}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 
 	if resp, body := get(t, srv.URL+"/readyz"); resp.StatusCode != 503 {

@@ -1,12 +1,15 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/bigseg/bigseg/segments"
 )
@@ -23,15 +26,20 @@ type statusBody struct {
 	StaleAfterSeconds  float64 `json:"staleAfterSeconds"`
 	Store              string  `json:"store"`
 	Version            string  `json:"version"`
+	// Environment names the environment when several are served.
+	Environment string `json:"environment,omitempty"`
 }
 
-func (s *server) statusBody(st segments.StoreStatus, polled bool) statusBody {
+func (s *server) statusBody(env Environment, st segments.StoreStatus, polled bool) statusBody {
 	b := statusBody{
 		Available:         st.Available,
 		Stale:             st.Stale,
-		StaleAfterSeconds: s.svc.StaleAfter().Seconds(),
+		StaleAfterSeconds: env.Service.StaleAfter().Seconds(),
 		Store:             s.StoreName,
 		Version:           s.Version,
+	}
+	if len(s.envs) > 1 {
+		b.Environment = env.Name
 	}
 	if !st.LastSynchronized.IsZero() {
 		b.LastSynchronizedOn = st.LastSynchronized.UnixMilli()
@@ -49,21 +57,46 @@ func (s *server) statusBody(st segments.StoreStatus, polled bool) statusBody {
 	return b
 }
 
-// getStatus serves GET /status: the poller's last snapshot, never a store read.
+// getStatus serves GET /status: the poller's last snapshot, never a store read. Unscoped
+// while several environments are served, it is every environment's, by name.
 func (s *server) getStatus() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		st, polled := s.svc.Status()
-		writeJSON(w, http.StatusOK, s.statusBody(st, polled))
+		if chi.URLParam(r, envParam) == "" && len(s.envs) > 1 {
+			all := make(map[string]statusBody, len(s.envs))
+			for _, e := range s.envs {
+				st, polled := e.Service.Status()
+				all[e.Name] = s.statusBody(e, st, polled)
+			}
+			writeJSON(w, http.StatusOK, struct {
+				Environments map[string]statusBody `json:"environments"`
+			}{all})
+			return
+		}
+		env, ok := s.environment(w, r)
+		if !ok {
+			return
+		}
+		st, polled := env.Service.Status()
+		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled))
 	}
 }
 
 // getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
 // then one event per change of available or stale and per change of the data (a new cursor:
-// a client that caches answers drops them), and a comment every heartbeat. It ends
-// when the client goes or the server stops (Config.Stop). Config.Streams bounds how many are
-// open at once.
+// a client that caches answers drops them), and a comment every heartbeat. Unscoped while
+// several environments are served, it streams every environment's, each event naming its
+// own. It ends when the client goes or the server stops (Config.Stop). Config.Streams bounds
+// how many are open at once.
 func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		envs := s.envs
+		if chi.URLParam(r, envParam) != "" || len(s.envs) == 1 {
+			env, ok := s.environment(w, r)
+			if !ok {
+				return
+			}
+			envs = []Environment{env}
+		}
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
@@ -77,58 +110,75 @@ func (s *server) getStatusStream() http.HandlerFunc {
 			Error(w, r, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
-		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
-		defer cancel()
+		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]sent, len(envs))}
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Context().Done())},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Stop)},
+			{Dir: reflect.SelectRecv}, // the heartbeat's
+		}
+		for _, e := range envs {
+			changes, cancel := e.Service.Subscribe() // before reading the current status: no change lost
+			defer cancel()
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(changes)})
+		}
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
-		s.stream(r.Context(), &eventWriter{w: w, rc: rc, s: s}, changes)
+		s.stream(ew, envs, cases)
 	}
 }
 
-// stream sends the current status, then each change and a heartbeat comment, until the client
-// goes, the server stops or a write fails.
-func (s *server) stream(ctx context.Context, ew *eventWriter, changes <-chan segments.StoreStatus) {
-	st, polled := s.svc.Status()
-	if ew.send(st, polled) != nil {
-		return
+// stream sends each environment's current status, then each change and a heartbeat comment,
+// until the client goes, the server stops or a write fails. cases are what it waits on: the
+// client's end, the server's stop, the heartbeat, then each environment's changes.
+func (s *server) stream(ew *eventWriter, envs []Environment, cases []reflect.SelectCase) {
+	for _, e := range envs {
+		st, polled := e.Service.Status()
+		if ew.send(e, st, polled) != nil {
+			return
+		}
 	}
 	heartbeat := time.NewTicker(s.Heartbeat)
 	defer heartbeat.Stop()
+	cases[2].Chan = reflect.ValueOf(heartbeat.C)
 	for {
-		select {
-		case <-ctx.Done():
+		i, v, _ := reflect.Select(cases)
+		var err error
+		switch i {
+		case 0, 1:
 			return
-		case <-s.Stop:
+		case 2:
+			err = ew.comment("heartbeat")
+		default:
+			err = ew.send(envs[i-3], v.Interface().(segments.StoreStatus), true)
+		}
+		if err != nil {
 			return
-		case st := <-changes:
-			if ew.send(st, true) != nil {
-				return
-			}
-		case <-heartbeat.C:
-			if ew.comment("heartbeat") != nil {
-				return
-			}
 		}
 	}
 }
 
 // eventWriter writes a status stream's events, flushing each.
 type eventWriter struct {
-	w          http.ResponseWriter
-	rc         *http.ResponseController
-	s          *server
-	last       segments.StoreStatus
-	lastPolled bool
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	s    *server
+	last map[string]sent // by environment
+}
+
+// sent is the last status an event said of an environment.
+type sent struct {
+	st     segments.StoreStatus
+	polled bool
 }
 
 // send writes st as an event, unless it repeats the last one sent: a poll that completes
 // between Subscribe and the first Status is both in the first event and on the channel.
-func (ew *eventWriter) send(st segments.StoreStatus, polled bool) error {
-	if ew.lastPolled && polled && st.Available == ew.last.Available && st.Stale == ew.last.Stale && st.Cursor == ew.last.Cursor {
+func (ew *eventWriter) send(env Environment, st segments.StoreStatus, polled bool) error {
+	if l, ok := ew.last[env.Name]; ok && l.polled && polled && st.Available == l.st.Available && st.Stale == l.st.Stale && st.Cursor == l.st.Cursor {
 		return nil
 	}
-	ew.last, ew.lastPolled = st, polled
-	b, _ := json.Marshal(ew.s.statusBody(st, polled))
+	ew.last[env.Name] = sent{st, polled}
+	b, _ := json.Marshal(ew.s.statusBody(env, st, polled))
 	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }
 
@@ -162,11 +212,22 @@ type readyBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// getReady serves /readyz: the service's readiness (see segments.Service.Readiness).
+// getReady serves /readyz: ready when every environment is (see segments.Service.Readiness);
+// else the reason, with several environments that of each one not ready, by name.
 func (s *server) getReady() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ready, reason := s.svc.Readiness(); !ready {
-			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
+		var not []string
+		for _, e := range s.envs {
+			if ready, reason := e.Service.Readiness(); !ready {
+				if len(s.envs) == 1 {
+					not = append(not, reason)
+				} else {
+					not = append(not, e.Name+": "+reason)
+				}
+			}
+		}
+		if len(not) > 0 {
+			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: strings.Join(not, "; ")})
 			return
 		}
 		writeJSON(w, http.StatusOK, readyBody{Ready: true})

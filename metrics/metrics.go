@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/bigseg/bigseg/segments"
 )
 
 // Buckets for latencies: lookups served from the cache take microseconds, Redis reads
@@ -21,12 +19,7 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 type Metrics struct {
 	reg prometheus.Registerer
 
-	available      prometheus.Gauge
-	stale          prometheus.Gauge
-	lastSync       prometheus.Gauge
-	polls          *prometheus.CounterVec
-	changes        prometheus.Counter
-	invalidations  prometheus.Counter
+	domain         domainVecs
 	tlsOnce        sync.Once
 	tlsFailing     prometheus.Gauge
 	tlsFailures    prometheus.Counter
@@ -34,37 +27,15 @@ type Metrics struct {
 	tokensOnce     sync.Once
 	tokensFailing  prometheus.Gauge
 	tokensFailures prometheus.Counter
-	lookups        [3][2]prometheus.Counter // by status, then source (store, cache)
 	requests       *prometheus.CounterVec
 	durations      *prometheus.HistogramVec
-	storeDuration  *prometheus.HistogramVec
-	storeErrors    *prometheus.CounterVec
 	http           sync.Map // seriesKey -> *series
-	pollSuccess    prometheus.Counter
-	pollError      prometheus.Counter
-	storeDurations map[string]prometheus.Observer
 }
-
-var _ segments.Observer = (*Metrics)(nil)
-
-var lookupStatuses = [3]segments.LookupStatus{segments.Healthy, segments.Stale, segments.StoreError}
 
 // New registers bigseg's metrics on reg (the Go and process collectors are the caller's).
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reg: reg,
-		available: gauge("bigseg_store_available",
-			"1 if the last status poll read the Big Segment store, else 0."),
-		stale: gauge("bigseg_store_stale",
-			"1 if the Big Segment data was never synchronized or is older than staleAfter, else 0."),
-		lastSync: gauge("bigseg_store_last_synchronized_timestamp_seconds",
-			"Unix time of the last synchronization of the Big Segment data; 0 if never."),
-		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bigseg_store_status_polls_total",
-			Help: "Status polls of the Big Segment store, by result (success, error).",
-		}, []string{"result"}),
-		changes: counter("bigseg_store_status_changes_total",
-			"Changes of the store's available or stale status."),
 		tlsFailing: gauge("bigseg_tls_certificate_reload_failing",
 			"1 while the TLS certificate files changed on disk but do not load (the last good certificate is served), else 0."),
 		tlsFailures: counter("bigseg_tls_certificate_reload_errors_total",
@@ -75,38 +46,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			"1 while the API tokens file changed on disk but does not load (the last good tokens stay in force), else 0."),
 		tokensFailures: counter("bigseg_api_tokens_reload_errors_total",
 			"Changes of the API tokens file on disk that did not load."),
-		invalidations: counter("bigseg_cache_invalidations_total",
-			"Times a status poll found a new cursor (the data changed) and every cached membership was dropped."),
-		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "bigseg_store_request_duration_seconds",
-			Help:    "Duration of reads of the Big Segment store, by operation (memberships, metadata).",
-			Buckets: latencyBuckets,
-		}, []string{"operation"}),
-		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bigseg_store_request_errors_total",
-			Help: "Failed reads of the Big Segment store, by operation (memberships, metadata).",
-		}, []string{"operation"}),
 	}
-	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bigseg_membership_lookups_total",
-		Help: "Context lookups, by lookup status and source (cache, store)."}, []string{"status", "source"})
-	for i, st := range lookupStatuses {
-		for j, src := range []string{"store", "cache"} {
-			m.lookups[i][j] = lookups.WithLabelValues(string(st), src)
-		}
-	}
+	m.domain = newDomainVecs()
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bigseg_http_requests_total",
 		Help: "HTTP requests, by chi route pattern, method and status code."}, []string{"route", "method", "code"})
 	m.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bigseg_http_request_duration_seconds",
 		Help: "Duration of HTTP requests, by chi route pattern and method.", Buckets: latencyBuckets}, []string{"route", "method"})
-	m.pollSuccess = m.polls.WithLabelValues("success")
-	m.pollError = m.polls.WithLabelValues("error")
-	m.storeDurations = map[string]prometheus.Observer{}
-	for _, op := range []string{segments.OpMemberships, segments.OpMetadata} {
-		m.storeDurations[op] = m.storeDuration.WithLabelValues(op)
-		m.storeErrors.WithLabelValues(op)
-	}
-	reg.MustRegister(m.available, m.stale, m.lastSync, m.polls, m.changes, m.invalidations, lookups, m.requests, m.durations,
-		m.storeDuration, m.storeErrors)
+	reg.MustRegister(m.requests, m.durations)
+	m.domain.register(reg)
 	return m
 }
 
@@ -125,14 +72,6 @@ func (m *Metrics) BuildInfo(version, goVersion string) {
 		Help: "1, labelled with the version bigseg was built as and the Go version."}, []string{"version", "goversion"})
 	info.WithLabelValues(version, goVersion).Set(1)
 	m.reg.MustRegister(info)
-}
-
-// WatchCache exports the cache's entry count, read at each scrape.
-func (m *Metrics) WatchCache(entries func() int) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "bigseg_cache_entries",
-		Help: "Entries in the membership cache (at most BIGSEG_CACHE_SIZE), expired ones included until their generation is dropped.",
-	}, func() float64 { return float64(entries()) }))
 }
 
 // WatchConnections exports the number of open client connections, read at each scrape.
@@ -173,54 +112,6 @@ func (m *Metrics) WatchReady(ready func() bool) {
 		Help: "1 if /readyz answers 200 (first poll done, store available, not shutting down), else 0.",
 	}, func() float64 { return boolFloat(ready()) }))
 }
-
-// Lookup implements segments.Observer.
-func (m *Metrics) Lookup(status segments.LookupStatus, cached bool) {
-	i := 0
-	switch status {
-	case segments.Stale:
-		i = 1
-	case segments.StoreError:
-		i = 2
-	}
-	j := 0
-	if cached {
-		j = 1
-	}
-	m.lookups[i][j].Inc()
-}
-
-// StoreRead implements segments.Observer.
-func (m *Metrics) StoreRead(op string, d time.Duration, err error) {
-	if o, ok := m.storeDurations[op]; ok {
-		o.Observe(d.Seconds())
-	}
-	if err != nil {
-		m.storeErrors.WithLabelValues(op).Inc()
-	}
-}
-
-// StatusPolled implements segments.Observer.
-func (m *Metrics) StatusPolled(st segments.StoreStatus, err error, changed bool) {
-	if err != nil {
-		m.pollError.Inc()
-	} else {
-		m.pollSuccess.Inc()
-	}
-	if changed {
-		m.changes.Inc()
-	}
-	m.available.Set(boolFloat(st.Available))
-	m.stale.Set(boolFloat(st.Stale))
-	if st.LastSynchronized.IsZero() {
-		m.lastSync.Set(0)
-	} else {
-		m.lastSync.Set(float64(st.LastSynchronized.UnixMilli()) / 1000)
-	}
-}
-
-// DataChanged implements segments.Observer.
-func (m *Metrics) DataChanged() { m.invalidations.Inc() }
 
 func boolFloat(b bool) float64 {
 	if b {

@@ -116,17 +116,31 @@ func (s *Service) currentStatus(ctx context.Context) StoreStatus {
 func (s *Service) Poll(ctx context.Context) StoreStatus {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	select {
-	case s.pollLock <- struct{}{}:
-		defer func() { <-s.pollLock }()
-	case <-ctx.Done(): // a poll before it is stuck: its outcome will be the status
+	if !s.lockPoll(ctx) { // a poll before it is stuck: its outcome will be the status
 		st, _ := s.Status()
 		return st
 	}
+	defer s.unlockPoll()
 	start := time.Now()
 	md, err := s.store.Metadata(ctx)
-	s.obs.StoreRead(OpMetadata, time.Since(start), err)
+	return s.record(md, err, time.Since(start))
+}
 
+func (s *Service) lockPoll(ctx context.Context) bool {
+	select {
+	case s.pollLock <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Service) unlockPoll() { <-s.pollLock }
+
+// record makes the status of a poll that read md and err in d its own, with the poll lock
+// held: see Poll.
+func (s *Service) record(md Metadata, err error, d time.Duration) StoreStatus {
+	s.obs.StoreRead(OpMetadata, d, err)
 	prev := s.status.Load()
 	st, dataChanged := s.nextStatus(prev, md, err)
 	if dataChanged {

@@ -55,7 +55,8 @@ type config struct {
 	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" desc:"how long sending a Redis command may take"`
 	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" desc:"retries of a failed Redis call (a broken pooled connection, a timeout); 0 for none"`
 	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" desc:"most connections per Redis node; 0 means 10 per CPU"`
-	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data in Redis"`
+	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data in Redis: one environment, named default"`
+	Environments               []string      `envconfig:"ENVIRONMENTS" desc:"several environments on one Redis, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
 	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see docs/redis.md); unset means an empty store"`
 	CacheSize                  int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
 	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
@@ -151,7 +152,10 @@ func loadConfig() (config, error) {
 		}
 		return cfg, err
 	}
-	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens} {
+	if _, set := os.LookupEnv(envPrefix + "_PREFIX"); set && len(cfg.Environments) > 0 {
+		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
+	}
+	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens, &cfg.Environments} {
 		for i := range *list {
 			(*list)[i] = strings.TrimSpace((*list)[i])
 		}
@@ -280,9 +284,57 @@ func (c config) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
+	if _, err := c.environments(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateRedis()...)
 	return errors.Join(errs...)
+}
+
+// environment is one environment served: its name (in /environments/{env}/ and the metrics'
+// environment label) and key prefix.
+type environment struct{ name, prefix string }
+
+// defaultEnvironment names the one environment of BIGSEG_PREFIX.
+const defaultEnvironment = "default"
+
+// environmentName is what a name of BIGSEG_ENVIRONMENTS is made of: path-safe.
+var environmentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// environments are the environments served: those of BIGSEG_ENVIRONMENTS, or one, named
+// default, of BIGSEG_PREFIX. A pair that is malformed, or repeats a name or prefix, is an
+// error that names it.
+func (c config) environments() ([]environment, error) {
+	if len(c.Environments) == 0 {
+		return []environment{{defaultEnvironment, c.Prefix}}, nil
+	}
+	var envs []environment
+	names, prefixes := map[string]bool{}, map[string]bool{}
+	for i, pair := range c.Environments {
+		name, prefix, ok := strings.Cut(pair, "=")
+		name, prefix = strings.TrimSpace(name), strings.TrimSpace(prefix)
+		bad := func(why string) error {
+			return fmt.Errorf("BIGSEG_ENVIRONMENTS: pair %d (%q): %s", i+1, pair, why)
+		}
+		switch {
+		case pair == "":
+			return nil, bad("empty: want name=prefix")
+		case !ok || prefix == "":
+			return nil, bad("want name=prefix")
+		case !environmentName.MatchString(name):
+			return nil, bad("a name is lower-case letters, digits, - and _, starting with a letter or digit (it is part of paths)")
+		case strings.ContainsAny(prefix, " \t\r\n"):
+			return nil, bad("a prefix has no white space")
+		case names[name]:
+			return nil, bad("the name " + name + " is given twice")
+		case prefixes[prefix]:
+			return nil, bad("the prefix " + prefix + " is given twice")
+		}
+		names[name], prefixes[prefix] = true, true
+		envs = append(envs, environment{name, prefix})
+	}
+	return envs, nil
 }
 
 // validateTLS checks the settings of the HTTP listeners' TLS.

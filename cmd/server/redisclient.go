@@ -35,6 +35,9 @@ func (c config) validateRedis() []error {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
 	}
 	if !c.hasRedis() {
+		if len(c.Environments) > 1 {
+			bad("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment")
+		}
 		for name, v := range map[string]bool{
 			"BIGSEG_REDIS_USERNAME": c.RedisUsername != "", "BIGSEG_REDIS_PASSWORD": c.RedisPassword != "",
 			"BIGSEG_REDIS_PASSWORD_FILE": c.RedisPasswordFile != "", "BIGSEG_REDIS_TLS": c.RedisTLS,

@@ -49,7 +49,8 @@ type app struct {
 	cfg    config
 	log    *slog.Logger
 	store  openedStore
-	svc    *segments.Service
+	envs   []handlers.Environment // every environment's service, in the order configured
+	group  *segments.Group        // their status polls
 	srv    *http.Server
 	ln     *guard.Listener
 	resp   *respListener       // the Redis-protocol listener, when configured
@@ -79,19 +80,8 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	if a.store.poolStats != nil {
 		m.WatchRedisPool(a.store.poolStats)
 	}
-	a.svc = segments.New(a.store.store,
-		segments.WithCache(cfg.CacheSize, cfg.CacheTTL),
-		segments.WithCursorTTL(cfg.CacheTTLWithCursor),
-		segments.WithPollInterval(cfg.StatusPollInterval),
-		segments.WithStaleAfter(cfg.StaleAfter),
-		segments.WithLookupTimeout(cfg.LookupTimeout),
-		segments.WithReadsInFlight(cfg.StoreReadsInFlight),
-		segments.WithReadyRequiresFresh(cfg.ReadyRequiresFresh),
-		segments.WithLogger(log),
-		segments.WithObserver(m),
-	)
-	m.WatchCache(a.svc.CacheLen)
-	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
+	a.services(m)
+	m.WatchReady(func() bool { ready, _ := a.group.Readiness(); return ready })
 	if cfg.TLSCertFile != "" {
 		if a.certs, err = guard.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
 			return nil, err
@@ -107,7 +97,7 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 		return nil, err
 	}
 	a.srv = &http.Server{
-		Handler:           handlers.New(a.svc, a.handlersConfig(m, metricsHandler)),
+		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.envs...),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -122,6 +112,40 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 	}
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
+}
+
+// services makes each environment's service over its store, with its share of the cache, and
+// the group that polls them all.
+func (a *app) services(m *metrics.Metrics) {
+	n := len(a.store.envs)
+	cacheSize := a.cfg.CacheSize / n // each environment's share: the bound holds for all of them
+	if a.cfg.CacheSize > 0 {
+		cacheSize = max(cacheSize, 1)
+	}
+	var names []string
+	var svcs []*segments.Service
+	for i, env := range a.store.envs {
+		var svc *segments.Service
+		obs := m.Environment(env.name, func() int { return svc.CacheLen() })
+		log := a.log
+		if n > 1 {
+			log = a.log.With("environment", env.name)
+		}
+		svc = segments.New(a.store.stores[i],
+			segments.WithCache(cacheSize, a.cfg.CacheTTL),
+			segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
+			segments.WithPollInterval(a.cfg.StatusPollInterval),
+			segments.WithStaleAfter(a.cfg.StaleAfter),
+			segments.WithLookupTimeout(a.cfg.LookupTimeout),
+			segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
+			segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
+			segments.WithLogger(log),
+			segments.WithObserver(obs),
+		)
+		names, svcs = append(names, env.name), append(svcs, svc)
+		a.envs = append(a.envs, handlers.Environment{Name: env.name, Service: svc})
+	}
+	a.group = segments.NewGroup(names, svcs, a.store.readMetadata)
 }
 
 // metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
@@ -146,7 +170,7 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	a.ln = guard.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
 	if a.cfg.MetricsAddr != "" {
-		ops := handlers.NewOps(a.svc, handlers.Config{Log: a.log, Metrics: metricsHandler})
+		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.envs...)
 		var tc *tls.Config
 		if a.cfg.MetricsTLS {
 			tc = a.certs.ServerConfig()
@@ -185,8 +209,8 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	if a.cfg.RESPTLS {
 		ln = tls.NewListener(limited, a.certs.ServerConfig())
 	}
-	a.resp = &respListener{ln: ln, srv: resp.New(a.svc, resp.Config{
-		Prefix: a.cfg.Prefix, Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
+	a.resp = &respListener{ln: ln, srv: resp.New(a.envs[0].Service.(*segments.Service), resp.Config{
+		Prefix: a.store.envs[0].prefix, Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open),
 	})}
@@ -211,9 +235,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		Bodies:  guard.NewBodies(a.cfg.BodyMemoryBytes),
 		Shed:    a.shed.Middleware(handlers.Error),
 		Streams: guard.Streams(streams, handlers.Error),
-	}
-	if a.tokens.Enabled() {
-		cfg.Authenticate = a.tokens.Require(handlers.Error)
+		Tokens:  a.tokens,
 	}
 	return cfg
 }
@@ -224,7 +246,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.svc.Run(pollCtx) })
+	wg.Go(func() { _ = a.group.Run(pollCtx) })
 	defer func() {
 		stopPolling()
 		wg.Wait()
@@ -252,7 +274,8 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"pollInterval", a.svc.PollInterval().String(), "staleAfter", a.svc.StaleAfter().String(), "lookupTimeout", a.cfg.LookupTimeout.String())
+		"environments", len(a.envs), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
+		"lookupTimeout", a.cfg.LookupTimeout.String())
 	for {
 		select {
 		case err := <-serveErr:
@@ -285,7 +308,7 @@ func (a *app) reload() {
 		a.log.Error("SIGHUP: reload failed; still serving the data loaded before", "err", err.Error())
 		return
 	}
-	a.svc.Poll(context.Background()) // see the change now, not at the next poll
+	a.group.Poll(context.Background()) // see the change now, not at the next poll
 	a.log.Info("SIGHUP: reloaded the embedded store", "seedFile", a.cfg.SeedFile)
 }
 
@@ -294,7 +317,7 @@ func (a *app) reload() {
 // and a further signal ends it), while requests are still served; then the listener closes and
 // in-flight requests get up to BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error, delay time.Duration) error {
-	a.svc.Drain()
+	a.group.Drain()
 	if delay > 0 {
 		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
 		if err := a.wait(signals, serveErr, delay); err != nil {
@@ -377,19 +400,25 @@ func (a *app) close() {
 	}
 }
 
-// openedStore is the configured store and what main must do with it.
+// openedStore is the configured stores, one an environment, and what main must do with them.
 type openedStore struct {
-	store     segments.Store
-	name      string // "redis" or "memory", as /status shows
-	poolStats func() metrics.PoolStats
-	reload    func() error // the embedded store only
-	close     func()
+	envs         []environment
+	stores       []segments.Store
+	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
+	name         string                                        // "redis" or "memory", as /status shows
+	poolStats    func() metrics.PoolStats
+	reload       func() error // the embedded store only
+	close        func()
 }
 
-// openStore opens the configured store.
+// openStore opens the configured stores.
 func openStore(cfg config, log *slog.Logger) (openedStore, error) {
+	envs, err := cfg.environments()
+	if err != nil {
+		return openedStore{}, err
+	}
 	if !cfg.hasRedis() {
-		return openMemoryStore(cfg, log)
+		return openMemoryStore(cfg, envs, log)
 	}
 	opts, err := cfg.redisOptions()
 	if err != nil {
@@ -399,11 +428,22 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 	if err != nil {
 		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", err)
 	}
+	var prefixes []string
+	for _, e := range envs {
+		prefixes = append(prefixes, e.prefix)
+	}
 	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
-		"tls", opts.TLS != nil, "prefix", cfg.Prefix)
+		"tls", opts.TLS != nil, "prefixes", prefixes)
+	rs := redis.NewStores(client, prefixes...)
+	stores := make([]segments.Store, len(rs))
+	for i, s := range rs {
+		stores[i] = s
+	}
 	return openedStore{
-		store: redis.New(client, cfg.Prefix),
-		name:  "redis",
+		envs:         envs,
+		stores:       stores,
+		readMetadata: func(ctx context.Context) []segments.MetadataRead { return redis.Metadatas(ctx, rs...) },
+		name:         "redis",
 		poolStats: func() metrics.PoolStats {
 			s := client.PoolStats()
 			return metrics.PoolStats{Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
@@ -414,7 +454,7 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 }
 
 // openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config, log *slog.Logger) (openedStore, error) {
+func openMemoryStore(cfg config, envs []environment, log *slog.Logger) (openedStore, error) {
 	read := func() (*fixture.Fixture, error) {
 		if cfg.SeedFile == "" {
 			return nil, nil
@@ -439,7 +479,7 @@ func openMemoryStore(cfg config, log *slog.Logger) (openedStore, error) {
 		}
 		return err
 	}
-	return openedStore{store: store, name: "memory", reload: reload, close: func() {}}, nil
+	return openedStore{envs: envs, stores: []segments.Store{store}, name: "memory", reload: reload, close: func() {}}, nil
 }
 
 func pprofMux() *http.ServeMux {

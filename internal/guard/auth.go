@@ -10,18 +10,31 @@ import (
 type Refuse func(w http.ResponseWriter, r *http.Request, code int, msg string)
 
 // Require is middleware that lets a request through only with exactly one
-// "Authorization: Bearer <token>" header naming one of the tokens: 401 with WWW-Authenticate
-// otherwise, and 400 for a request with more than one Authorization header, which a proxy
-// and the server could read differently.
-func (t *Tokens) Require(refuse Refuse) func(http.Handler) http.Handler {
+// "Authorization: Bearer <token>" header naming one of the tokens that opens the request's
+// environment, which env says ("" for a request about every environment): 401 with
+// WWW-Authenticate for no valid token, 403 for a token of other environments, and 400 for a
+// request with more than one Authorization header, which a proxy and the server could read
+// differently.
+func (t *Tokens) Require(refuse Refuse, env func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch h := r.Header["Authorization"]; {
-			case len(h) > 1:
+			h := r.Header["Authorization"]
+			if len(h) > 1 {
 				refuse(w, r, http.StatusBadRequest, "give the Authorization header once")
-			case len(h) == 0 || !t.Valid(bearer(h[0])):
+				return
+			}
+			var scope *Scope
+			if len(h) == 1 {
+				scope = t.Scope(bearer(h[0]))
+			}
+			switch e := env(r); {
+			case scope == nil:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="bigseg"`)
 				refuse(w, r, http.StatusUnauthorized, "a valid bearer token is required")
+			case !scope.Opens(e) && e == "":
+				refuse(w, r, http.StatusForbidden, "this token does not open every environment: ask for one, under /environments/{env}/")
+			case !scope.Opens(e):
+				refuse(w, r, http.StatusForbidden, "this token does not open environment "+e)
 			default:
 				next.ServeHTTP(w, r)
 			}

@@ -159,7 +159,7 @@ func TestTokensFileRotation(t *testing.T) {
 func TestRequire(t *testing.T) {
 	tok, _ := guard.NewTokens([]string{"secret"}, "", slog.New(slog.DiscardHandler), nil)
 	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
-	h := tok.Require(refuse)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := tok.Require(refuse, func(*http.Request) string { return "" })(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for _, c := range []struct {
 		name   string
 		values []string
@@ -185,5 +185,47 @@ func TestRequire(t *testing.T) {
 		if rec.Code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
 			t.Errorf("%s: 401 without WWW-Authenticate", c.name)
 		}
+	}
+}
+
+// TestTokenScopes: a token of the file may open some environments only: refused (403) on the
+// others and on requests about every environment; a token without a scope, or of the list,
+// opens every one. A scope naming an environment not served is an error at start.
+func TestTokenScopes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir+"/tokens", "tok-all\ntok-staging staging\ntok-two staging,qa\n")
+	tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.DiscardHandler), nil, "production", "staging", "qa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	for _, c := range []struct {
+		token, env string
+		want       int
+	}{
+		{"tok-all", "production", 200}, {"tok-all", "", 200},
+		{"tok-staging", "staging", 200}, {"tok-staging", "production", 403}, {"tok-staging", "", 403},
+		{"tok-two", "qa", 200}, {"tok-two", "production", 403},
+		{"nope", "staging", 401},
+	} {
+		h := tok.Require(refuse, func(*http.Request) string { return c.env })(ok)
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s on %q: %d, want %d", c.token, c.env, rec.Code, c.want)
+		}
+	}
+	list, _ := guard.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil, "production")
+	if !list.Opens("listed", "production") || !list.Opens("listed", "") {
+		t.Error("a token of BIGSEG_API_TOKENS does not open every environment")
+	}
+	write(t, dir+"/bad", "tok-x prod\n")
+	if _, err := guard.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production"); err == nil ||
+		!strings.Contains(err.Error(), `BIGSEG_API_TOKENS_FILE:1: the token is scoped to "prod", which is not an environment served (production)`) ||
+		strings.Contains(err.Error(), "tok-x") {
+		t.Errorf("a scope naming no environment: %v", err)
 	}
 }

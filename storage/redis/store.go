@@ -30,16 +30,24 @@ type Store struct {
 var _ segments.Store = (*Store)(nil)
 
 // New returns a store reading keys under prefix; an empty prefix means DefaultPrefix.
-func New(client goredis.UniversalClient, prefix string) *Store {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	s := &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on",
-		cursorKey: prefix + ":big_segments_cursor"}
+func New(client goredis.UniversalClient, prefix string) *Store { return NewStores(client, prefix)[0] }
+
+// NewStores returns a store for each prefix (the environments of one Redis, as the Relay
+// Proxy writes them), on one client; see Metadatas.
+func NewStores(client goredis.UniversalClient, prefixes ...string) []*Store {
+	var nodes *unreachableNodes
 	if cc, ok := client.(*goredis.ClusterClient); ok {
-		s.nodes = newUnreachableNodes(cc)
+		nodes = newUnreachableNodes(cc)
 	}
-	return s
+	stores := make([]*Store, len(prefixes))
+	for i, prefix := range prefixes {
+		if prefix == "" {
+			prefix = DefaultPrefix
+		}
+		stores[i] = &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on",
+			cursorKey: prefix + ":big_segments_cursor", nodes: nodes}
+	}
+	return stores
 }
 
 // IncludeKey is the set of refs a context is included in.
@@ -127,30 +135,66 @@ const maxSyncedOnBytes = 32
 // the first bound+1 bytes, STRLEN gives the length for the error. EXISTS tells an empty
 // synchronized_on (invalid) from a missing one.
 func (s *Store) Metadata(ctx context.Context) (segments.Metadata, error) {
-	pipe := s.client.Pipeline()
-	exists := pipe.Exists(ctx, s.syncedOnKey)
-	synced := readBounded(ctx, pipe, s.syncedOnKey, maxSyncedOnBytes)
-	cursor := readBounded(ctx, pipe, s.cursorKey, segments.MaxCursorBytes)
-	_, execErr := pipe.Exec(ctx)
-	all := []goredis.Cmder{exists, synced.length, synced.head, cursor.length, cursor.head}
-	s.nodes.observe(ctx, all)
-	var md segments.Metadata
-	if execErr != nil && !anyErr(all) {
-		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
-		// rejected password, on Exec only): its commands' empty results mean nothing.
-		return md, fmt.Errorf("pipeline: %w", execErr)
+	r := Metadatas(ctx, s)[0]
+	return r.Metadata, r.Err
+}
+
+// Metadatas reads the metadata of every store (all on one client: the environments of one
+// Redis) in one pipeline: one round trip on a standalone server or Sentinel, one to each node
+// holding their keys on a cluster, sent concurrently. Each read is as Metadata's.
+func Metadatas(ctx context.Context, stores ...*Store) []segments.MetadataRead {
+	pipe := stores[0].client.Pipeline()
+	polls := make([]metadataPoll, len(stores))
+	var all []goredis.Cmder
+	for i, s := range stores {
+		polls[i] = s.queueMetadata(ctx, pipe)
+		all = append(all, polls[i].cmds()...)
 	}
-	v, err := synced.value()
+	_, execErr := pipe.Exec(ctx)
+	stores[0].nodes.observe(ctx, all)
+	ran := anyErr(all)
+	reads := make([]segments.MetadataRead, len(stores))
+	for i, p := range polls {
+		if execErr != nil && !ran {
+			// The pipeline never ran (go-redis reports a failed connection set-up, such as a
+			// rejected password, on Exec only): its commands' empty results mean nothing.
+			reads[i].Err = fmt.Errorf("pipeline: %w", execErr)
+			continue
+		}
+		reads[i].Metadata, reads[i].Err = stores[i].parseMetadata(p)
+	}
+	return reads
+}
+
+// metadataPoll is one store's metadata commands in a pipeline.
+type metadataPoll struct {
+	exists         *goredis.IntCmd
+	synced, cursor boundedRead
+}
+
+func (p metadataPoll) cmds() []goredis.Cmder {
+	return []goredis.Cmder{p.exists, p.synced.length, p.synced.head, p.cursor.length, p.cursor.head}
+}
+
+func (s *Store) queueMetadata(ctx context.Context, pipe goredis.Pipeliner) metadataPoll {
+	return metadataPoll{exists: pipe.Exists(ctx, s.syncedOnKey), synced: readBounded(ctx, pipe, s.syncedOnKey, maxSyncedOnBytes),
+		cursor: readBounded(ctx, pipe, s.cursorKey, segments.MaxCursorBytes)}
+}
+
+// parseMetadata is the metadata the commands of p read.
+func (s *Store) parseMetadata(p metadataPoll) (segments.Metadata, error) {
+	var md segments.Metadata
+	v, err := p.synced.value()
 	if err != nil {
 		return md, err
 	}
-	if md.Cursor, err = cursor.value(); err != nil {
+	if md.Cursor, err = p.cursor.value(); err != nil {
 		return md, err
 	}
-	if err := exists.Err(); err != nil {
+	if err := p.exists.Err(); err != nil {
 		return md, fmt.Errorf("exists %s: %w", s.syncedOnKey, err)
 	}
-	if v == "" && exists.Val() == 0 {
+	if v == "" && p.exists.Val() == 0 {
 		// Missing (a key created between EXISTS and GETRANGE has a value, and is read).
 		return md, nil
 	}

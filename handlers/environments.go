@@ -1,0 +1,67 @@
+package handlers
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// envParam is the route parameter of the scoped routes, /environments/{env}/.
+const envParam = "env"
+
+// environment is the environment a request is about: its scoped route's, or on an unscoped
+// route the one environment served. Else it answers a 404 that names the environments, and
+// returns false.
+func (s *server) environment(w http.ResponseWriter, r *http.Request) (Environment, bool) {
+	name := chi.URLParam(r, envParam)
+	if name == "" {
+		if len(s.envs) == 1 {
+			return s.envs[0], true
+		}
+		Error(w, r, http.StatusNotFound, "several environments are served ("+s.names()+
+			"): ask under /environments/{env}/, such as /environments/"+s.envs[0].Name+r.URL.Path)
+		return Environment{}, false
+	}
+	e, ok := s.byName[name]
+	if !ok {
+		what := "no environment " + name
+		if !envName.MatchString(name) {
+			what = "no such environment"
+		}
+		Error(w, r, http.StatusNotFound, what+": the environments served are "+s.names())
+	}
+	return e, ok
+}
+
+// envName is what an environment's name is made of (path-safe, short).
+var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+func (s *server) names() string {
+	names := make([]string, len(s.envs))
+	for i, e := range s.envs {
+		names[i] = e.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// scope is the environment a request asks the token check for: its route's, the one served
+// on an unscoped route, or "" (every environment) on an unscoped route when several are.
+func (s *server) scope(r *http.Request) string {
+	if name := chi.URLParam(r, envParam); name != "" {
+		return name
+	}
+	if len(s.envs) == 1 {
+		return s.envs[0].Name
+	}
+	return ""
+}
+
+// authenticate is the token check, when tokens are required.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	if !s.Tokens.Enabled() {
+		return next
+	}
+	return s.Tokens.Require(Error, s.scope)(next)
+}
