@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/bigseg/bigseg/storage/fixture"
@@ -26,7 +27,11 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 // loadWithClock is load, with the clock that paces its progress lines and gives the
 // synchronization time: a test passes one that it moves.
 func loadWithClock(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer, now func() time.Time) error {
-	opts, file, err := parseLoadArgs(args, stderr)
+	opts, envName, file, err := parseLoadArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	prefix, err := cfg.loadPrefix(envName)
 	if err != nil {
 		return err
 	}
@@ -52,10 +57,10 @@ func loadWithClock(ctx context.Context, args []string, cfg config, stdout, stder
 		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
 	}
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
-		len(f.Contexts), file, ro.Topology(), ro.Addrs(), cfg.Prefix)
+		len(f.Contexts), file, ro.Topology(), ro.Addrs(), prefix)
 	opts.SynchronizedOn, opts.Cursor = synced, f.Cursor
 	opts.Progress = loadProgress(stderr, now)
-	st, err := redis.New(client, cfg.Prefix).Load(ctx, f.Contexts, opts)
+	st, err := redis.New(client, prefix).Load(ctx, f.Contexts, opts)
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
@@ -155,28 +160,49 @@ func (m *meter) done(format string, args ...any) {
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// parseLoadArgs reads load's flags and its one file name.
-func parseLoadArgs(args []string, stderr io.Writer) (redis.LoadOptions, string, error) {
-	var opts redis.LoadOptions
+// loadPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for the
+// only one there is).
+func (c config) loadPrefix(name string) (string, error) {
+	envs, err := c.environments()
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range envs {
+		if e.name == name || name == "" && len(envs) == 1 {
+			return e.prefix, nil
+		}
+		names = append(names, e.name)
+	}
+	if name == "" {
+		return "", fmt.Errorf("load: several environments are configured: give --environment, one of %s", strings.Join(names, ", "))
+	}
+	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
+}
+
+// parseLoadArgs reads load's flags: its options, the environment named, and its one file.
+func parseLoadArgs(args []string, stderr io.Writer) (opts redis.LoadOptions, env, file string, err error) {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&opts.Replace, "replace", false, "make Redis match the file: remove refs it does not list, and the sets of contexts it does not list")
 	fs.IntVar(&opts.BatchSize, "batch", 1000, "contexts per pipeline")
+	fs.StringVar(&env, "environment", "", "the environment to write (a name of BIGSEG_ENVIRONMENTS; needed when there are several)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: server load [--replace] [--batch N] FILE\n\n"+
+		fmt.Fprintf(stderr, "Usage: server load [--replace] [--batch N] [--environment NAME] FILE\n\n"+
 			"Writes FILE (the format of examples/memberships.json, at most %d MiB) into the Redis\n"+
-			"configured by the BIGSEG_REDIS_* variables, under BIGSEG_PREFIX. Idempotent.\n\n", fixture.MaxBytes>>20)
+			"configured by the BIGSEG_REDIS_* variables, under BIGSEG_PREFIX (or the prefix of the\n"+
+			"environment named), and sets that environment's cursor. Idempotent.\n\n", fixture.MaxBytes>>20)
 		fs.PrintDefaults()
 	}
 	files, err := parseInterspersed(fs, args)
 	if err != nil {
-		return opts, "", err
+		return opts, "", "", err
 	}
 	if len(files) != 1 {
 		fs.Usage()
-		return opts, "", errors.New("load: give exactly one fixture file")
+		return opts, "", "", errors.New("load: give exactly one fixture file")
 	}
-	return opts, files[0], nil
+	return opts, env, files[0], nil
 }
 
 // parseInterspersed parses flags wherever they are among the arguments ("load FILE

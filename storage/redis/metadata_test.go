@@ -144,3 +144,42 @@ func TestMetadataIsOneRoundTrip(t *testing.T) {
 		t.Errorf("Metadata took %d round trips, want 1", got)
 	}
 }
+
+// TestMetadatasOfEnvironments reads the metadata of three environments of one Redis (three
+// prefixes) in one round trip, each its own, one of them never synchronized; on a cluster, one
+// pipeline, split by go-redis into one call to each node holding the keys.
+func TestMetadatasOfEnvironments(t *testing.T) {
+	c := redistest.Client(t)
+	base := redistest.Prefix(t, c)
+	ctx := context.Background()
+	prefixes := []string{base + ":prod", base + ":staging", base + ":qa"}
+	stores := redis.NewStores(c, prefixes...)
+	for i, s := range stores[:2] {
+		c.Set(ctx, s.SynchronizedOnKey(), strconv.Itoa(1764430000000+i), 0)
+		c.Set(ctx, s.CursorKey(), "c"+strconv.Itoa(i), 0)
+	}
+	hook := &roundTrips{}
+	c.AddHook(hook)
+	redis.Metadatas(ctx, stores...) // dial and handshake first: set-up commands pass through hooks too
+	before := hook.n.Load()
+	reads := redis.Metadatas(ctx, stores...)
+	if n := hook.n.Load() - before; n != 1 {
+		t.Errorf("the metadata of three environments took %d round trips, want 1", n)
+	}
+	for i, r := range reads {
+		switch {
+		case r.Err != nil:
+			t.Errorf("%s: %v", prefixes[i], r.Err)
+		case i < 2 && (r.Metadata.LastSynchronized.UnixMilli() != int64(1764430000000+i) || r.Metadata.Cursor != "c"+strconv.Itoa(i)):
+			t.Errorf("%s: %+v", prefixes[i], r.Metadata)
+		case i == 2 && (!r.Metadata.LastSynchronized.IsZero() || r.Metadata.Cursor != ""):
+			t.Errorf("%s, never synchronized: %+v", prefixes[i], r.Metadata)
+		}
+	}
+	// One environment's bad value fails that environment only.
+	c.Set(ctx, stores[1].SynchronizedOnKey(), "soon", 0)
+	reads = redis.Metadatas(ctx, stores...)
+	if reads[0].Err != nil || !errors.Is(reads[1].Err, segments.ErrInvalidMetadata) || reads[2].Err != nil {
+		t.Errorf("with staging's synchronized_on invalid: %v, %v, %v", reads[0].Err, reads[1].Err, reads[2].Err)
+	}
+}
