@@ -81,11 +81,15 @@ func printable(s string) string {
 // Redis would hold it: unix milliseconds, nil when never synchronized; an error while the
 // store is unavailable, so that the SDK reports it unavailable. It never reads the store.
 func (s *Server) get(c *conn, args [][]byte) {
-	if kind, _, ok := s.keys.parse(string(args[1])); !ok || kind != keySynchronizedOn {
+	env, kind, _ := s.keys.parse(string(args[1]))
+	if env == nil || kind != keySynchronizedOn {
 		c.out = redcon.AppendError(c.out, "ERR "+s.keys.expected)
 		return
 	}
-	st, polled := s.svc.Status()
+	if !s.opens(c, env) {
+		return
+	}
+	st, polled := env.Service.Status()
 	switch {
 	case !polled || !st.Available:
 		c.out = redcon.AppendError(c.out, "ERR the Big Segment store is unavailable")
@@ -98,6 +102,7 @@ func (s *Server) get(c *conn, args [][]byte) {
 
 // lookup is a context's answer, kept for the SMEMBERS of its other set that follows.
 type lookup struct {
+	env    *Environment
 	hash   string
 	kind   int // the set asked for with it
 	answer segments.Answer
@@ -114,9 +119,12 @@ const pairWindow = time.Second
 // is answered from the first's lookup, so that the pair is one store read even with the cache
 // off, and both sets come from the same read. A failed read is an error, never an empty set.
 func (s *Server) smembers(c *conn, args [][]byte) {
-	kind, hash, ok := s.keys.parse(string(args[1]))
-	if !ok || kind == keySynchronizedOn {
+	env, kind, hash := s.keys.parse(string(args[1]))
+	if env == nil || kind == keySynchronizedOn {
 		c.out = redcon.AppendError(c.out, "ERR "+s.keys.expected)
+		return
+	}
+	if !s.opens(c, env) {
 		return
 	}
 	if err := validHash(hash); err != nil {
@@ -124,16 +132,16 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 		return
 	}
 	var a segments.Answer
-	if p := c.prev; p.hash == hash && p.kind != kind && time.Since(p.at) < pairWindow {
+	if p := c.prev; p.env == env && p.hash == hash && p.kind != kind && time.Since(p.at) < pairWindow {
 		a = p.answer
 	} else {
 		if !s.cfg.Shed.Admit(context.Background()) {
 			c.out = redcon.AppendError(c.out, "BUSY "+guard.TooBusy)
 			return
 		}
-		a = s.svc.LookupHash(context.Background(), hash)
+		a = env.Service.LookupHash(context.Background(), hash)
 		s.cfg.Shed.Release()
-		c.last = lookup{hash: hash, kind: kind, answer: a, at: time.Now()}
+		c.last = lookup{env: env, hash: hash, kind: kind, answer: a, at: time.Now()}
 	}
 	if a.Err != nil {
 		c.out = redcon.AppendError(c.out, "ERR the Big Segment store could not be read")
@@ -178,9 +186,14 @@ func (s *Server) auth(c *conn, args [][]byte) {
 
 // authenticate checks token, answering the error of a wrong one; true when it opens the
 // connection (always, without tokens: AUTH is then accepted, as a Redis without a password
-// would not, so that SDKs configured with a password work either way).
+// would not, so that SDKs configured with a password work either way). The token's scope is
+// checked at each read, against the environment of the key read (see opens).
 func (s *Server) authenticate(c *conn, token []byte) bool {
-	if !s.cfg.Tokens.Enabled() || s.cfg.Tokens.Valid(string(token)) {
+	if !s.cfg.Tokens.Enabled() {
+		c.authed = true
+		return true
+	}
+	if c.scope = s.cfg.Tokens.Scope(string(token)); c.scope != nil {
 		c.authed = true
 		return true
 	}
@@ -189,6 +202,15 @@ func (s *Server) authenticate(c *conn, token []byte) bool {
 	if c.failed >= maxAuthFailures {
 		c.closing = true
 	}
+	return false
+}
+
+// opens says whether the connection's token opens env, answering NOPERM if not.
+func (s *Server) opens(c *conn, env *Environment) bool {
+	if !s.cfg.Tokens.Enabled() || c.scope.Opens(env.Name) {
+		return true
+	}
+	c.out = redcon.AppendError(c.out, "NOPERM this token does not open environment "+env.Name+" (prefix "+strconv.Quote(env.Prefix)+")")
 	return false
 }
 
@@ -299,7 +321,7 @@ func (s *Server) quit(c *conn, args [][]byte) {
 
 // reset forgets what the connection said of itself, its AUTH included.
 func (s *Server) reset(c *conn, args [][]byte) {
-	c.authed, c.name = false, ""
+	c.authed, c.scope, c.name = false, nil, ""
 	c.out = redcon.AppendString(c.out, "RESET")
 }
 

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/bigseg/bigseg/segments"
@@ -13,39 +14,52 @@ const (
 	keyExclude
 )
 
-// keys reads the keys of the served prefix, in the LaunchDarkly layout.
+// The keys' shapes after their prefix, in the LaunchDarkly layout.
+const (
+	syncedOnSuffix = ":big_segments_synchronized_on"
+	includeInfix   = ":big_segment_include:"
+	excludeInfix   = ":big_segment_exclude:"
+)
+
+// keys reads the keys of the environments served, each under its prefix: the prefix of the
+// key an SDK asks for selects the environment, as each SDK is configured with its own.
 type keys struct {
-	prefix   string
-	syncedOn string
-	include  string // prefix of an include set's key, up to the hash
-	exclude  string
+	byPrefix map[string]*Environment
 	expected string // what a client is told the keys are
 }
 
-func newKeys(prefix string) keys {
-	return keys{
-		prefix:   prefix,
-		syncedOn: prefix + ":big_segments_synchronized_on",
-		include:  prefix + ":big_segment_include:",
-		exclude:  prefix + ":big_segment_exclude:",
-		expected: "bigseg serves the Big Segments of prefix " + `"` + prefix + `"` +
-			": GET " + prefix + ":big_segments_synchronized_on, SMEMBERS " + prefix + ":big_segment_include:{hash} and " +
-			prefix + ":big_segment_exclude:{hash}",
+func newKeys(envs []Environment) keys {
+	ks := keys{byPrefix: make(map[string]*Environment, len(envs))}
+	var prefixes []string
+	for i := range envs {
+		ks.byPrefix[envs[i].Prefix] = &envs[i]
+		prefixes = append(prefixes, strconv.Quote(envs[i].Prefix))
 	}
+	what := "prefix " + prefixes[0]
+	if len(prefixes) > 1 {
+		what = "prefixes " + strings.Join(prefixes, ", ")
+	}
+	ks.expected = "bigseg serves the Big Segments of " + what +
+		": GET {prefix}" + syncedOnSuffix + ", SMEMBERS {prefix}" + includeInfix + "{hash} and {prefix}" + excludeInfix + "{hash}"
+	return ks
 }
 
-// parse says which kind of key k is and, for a set, its context hash; ok is false for a key
-// bigseg does not serve (another prefix, another shape).
-func (ks keys) parse(k string) (kind int, hash string, ok bool) {
-	switch {
-	case k == ks.syncedOn:
-		return keySynchronizedOn, "", true
-	case strings.HasPrefix(k, ks.include):
-		return keyInclude, k[len(ks.include):], true
-	case strings.HasPrefix(k, ks.exclude):
-		return keyExclude, k[len(ks.exclude):], true
+// parse says which environment's key k is, which kind, and, for a set, its context hash; env
+// is nil for a key bigseg does not serve (another prefix, another shape). A hash holds no ':',
+// so a set's prefix is what comes before the last infix.
+func (ks keys) parse(k string) (env *Environment, kind int, hash string) {
+	if prefix, ok := strings.CutSuffix(k, syncedOnSuffix); ok {
+		return ks.byPrefix[prefix], keySynchronizedOn, ""
 	}
-	return 0, "", false
+	for _, set := range []struct {
+		infix string
+		kind  int
+	}{{includeInfix, keyInclude}, {excludeInfix, keyExclude}} {
+		if i := strings.LastIndex(k, set.infix); i >= 0 && !strings.Contains(k[i+len(set.infix):], ":") {
+			return ks.byPrefix[k[:i]], set.kind, k[i+len(set.infix):]
+		}
+	}
+	return nil, 0, ""
 }
 
 // validHash reports why hash cannot be a context hash, as segments.ValidateHash does.

@@ -3,7 +3,8 @@
 // context's include and exclude sets) from the segments service, so that an SDK in any
 // language reads bigseg with no code of ours. It is a sibling of package handlers: it calls
 // the service through a small interface, and takes its defences from package guard.
-// commands.go lists every command it answers.
+// commands.go lists every command it answers; reader.go reads them, each within a bound of
+// 16 KiB whatever a client declares or sends.
 //
 // It speaks RESP2 (a client asking HELLO 3 is told NOPROTO and falls back, as with a Redis
 // older than 6), presents itself as a standalone Redis with one database, and writes nothing
@@ -19,6 +20,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -54,13 +56,20 @@ const (
 	DefaultWriteTimeout = 5 * time.Second
 )
 
+// Environment is one environment served: its name (as tokens' scopes name it), the key prefix
+// its SDKs read, and its service.
+type Environment struct {
+	Name    string
+	Prefix  string
+	Service Service
+}
+
 // Config is what the listener is given; zero values mean the defaults, or none.
 type Config struct {
-	Prefix  string       // the key prefix served (BIGSEG_PREFIX)
 	Version string       // named in HELLO and INFO
 	Log     *slog.Logger // default: discarded
 
-	Tokens   *guard.Tokens   // with tokens enabled, AUTH with one is required
+	Tokens   *guard.Tokens   // with tokens enabled, AUTH with one is required, which must open the environment read
 	Shed     *guard.Shedder  // lookups take a slot, as HTTP's do
 	Listener *guard.Listener // told when a connection is busy, to make room at its limit
 
@@ -75,7 +84,6 @@ type Config struct {
 
 // Server is the listener's server: Serve runs it, Shutdown stops it.
 type Server struct {
-	svc  Service
 	cfg  Config
 	keys keys
 
@@ -87,8 +95,8 @@ type Server struct {
 	conns    map[*conn]struct{}
 }
 
-// New returns a server over svc.
-func New(svc Service, cfg Config) *Server {
+// New returns a server over the environments envs (at least one).
+func New(cfg Config, envs ...Environment) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -101,29 +109,66 @@ func New(svc Service, cfg Config) *Server {
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, bool, time.Duration) {}
 	}
-	return &Server{svc: svc, cfg: cfg, keys: newKeys(cfg.Prefix), conns: make(map[*conn]struct{})}
+	return &Server{cfg: cfg, keys: newKeys(envs), conns: make(map[*conn]struct{})}
 }
 
-// Serve answers the connections of ln until Shutdown or Close; it returns nil then, or
-// Accept's error.
+// Serve answers the connections of ln until Shutdown or Close (even one called before Serve
+// began); it returns nil then, or Accept's error. An Accept that fails for a while (EMFILE:
+// out of file descriptors) is retried after a pause that grows to acceptRetryMax, as net/http
+// does, instead of ending the listener for good.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
+	draining := s.draining.Load()
 	s.mu.Unlock()
+	if draining { // Shutdown came first: it found no listener to close
+		ln.Close()
+		return nil
+	}
+	var pause time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			if !temporary(err) {
+				return err
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), acceptRetryMax)
+			s.cfg.Log.Warn("Redis-protocol listener: accept failed; retrying", "err", err.Error(), "in", pause.String())
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		c := &conn{nc: nc, id: s.ids.Add(1)}
 		s.mu.Lock()
+		if s.draining.Load() { // Shutdown has looked at the connections, and may be waiting for them
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
+		s.wg.Add(1) // under the lock, so never once Shutdown waits
 		s.mu.Unlock()
-		s.wg.Go(func() { s.serve(c) })
+		go func() {
+			defer s.wg.Done()
+			s.serve(c)
+		}()
 	}
+}
+
+// acceptRetryMax is the longest pause before an Accept that failed is tried again.
+const acceptRetryMax = time.Second
+
+// temporary says whether an Accept error may pass: too many open files in the process or the
+// system, or any other error the net package calls temporary.
+func temporary(err error) bool {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+		return true
+	}
+	var ne interface{ Temporary() bool }
+	return errors.As(err, &ne) && ne.Temporary()
 }
 
 // Shutdown stops accepting connections, lets each finish the commands it is answering, then
@@ -173,6 +218,7 @@ type conn struct {
 	busy    atomic.Bool
 	out     []byte // answers not yet sent
 	authed  bool
+	scope   *guard.Scope // what the token of its AUTH opens
 	failed  int // AUTHs that failed
 	name    string
 	last    lookup // the lookup of the command being answered, if an SMEMBERS
@@ -189,22 +235,22 @@ func (s *Server) serve(c *conn) {
 		s.mu.Unlock()
 	}()
 	cc := guard.NewCommandConn(c.nc, maxCommandBytes, s.cfg.ReadTimeout)
-	rd := redcon.NewReader(cc)
+	rd := newReader(cc, maxCommandBytes)
 	idle := s.cfg.ReadTimeout // a client sends its first command as it connects
 	for {
 		if err := cc.Next(idle); err != nil || s.draining.Load() {
 			return
 		}
 		idle = s.cfg.IdleTimeout
-		cmds, err := rd.ReadCommands()
+		cmds, err := rd.next()
 		if err != nil {
 			s.readFailed(c, err)
 			return
 		}
 		c.busy.Store(true)
 		s.busy(c, true)
-		for _, cmd := range cmds {
-			s.dispatch(c, cmd.Args)
+		for _, args := range cmds {
+			s.dispatch(c, args)
 			if len(c.out) >= flushBytes || c.closing {
 				if !s.flush(c) || c.closing {
 					return

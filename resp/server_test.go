@@ -5,8 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,17 +27,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// serve runs the listener over svc until the test ends, and returns its address.
+// serve runs the listener over svc, one environment named default of prefix launchdarkly,
+// until the test ends, and returns its address.
 func serve(t *testing.T, svc resp.Service, cfg resp.Config) string {
+	t.Helper()
+	return serveEnvironments(t, cfg, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: svc})
+}
+
+// serveEnvironments runs the listener over envs until the test ends, and returns its address.
+func serveEnvironments(t *testing.T, cfg resp.Config, envs ...resp.Environment) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = "launchdarkly"
-	}
-	srv := resp.New(svc, cfg)
+	srv := resp.New(cfg, envs...)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -129,7 +137,7 @@ func errorText(t *testing.T, rc *goredis.Client, args ...any) string {
 }
 
 func TestRefusals(t *testing.T) {
-	rc := client(t, serve(t, service(t, contexts), resp.Config{Prefix: "ld-prod"}), 2, "")
+	rc := client(t, serveEnvironments(t, resp.Config{}, resp.Environment{Name: "production", Prefix: "ld-prod", Service: service(t, contexts)}), 2, "")
 	for _, c := range []struct {
 		args []any
 		want string
@@ -195,5 +203,133 @@ func TestTokens(t *testing.T) {
 	rc := client(t, addr, 2, "s3cret")
 	if err := rc.Get(context.Background(), "launchdarkly:big_segments_synchronized_on").Err(); err != nil {
 		t.Errorf("with the token: %v", err)
+	}
+}
+
+// Shutdown before Serve has begun (a program stopped as it starts): Serve returns at once
+// instead of accepting on a listener no one will close.
+func TestRESPShutdownBeforeServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	srv := resp.New(resp.Config{}, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: service(t, contexts)})
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve after Shutdown: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		ln.Close()
+		<-done
+		t.Fatal("Serve after Shutdown still accepting after 10s")
+	}
+}
+
+// flakyListener fails its first Accepts as a process out of file descriptors does.
+type flakyListener struct {
+	net.Listener
+	failures atomic.Int32
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.failures.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// An Accept that fails for want of file descriptors (EMFILE: every connection slot of a small
+// ulimit taken) is retried after a pause, as net/http does: the listener goes on serving once
+// descriptors are free, instead of stopping for good.
+func TestRESPServeSurvivesAcceptErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: ln}
+	fl.failures.Store(3)
+	srv := resp.New(resp.Config{}, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: service(t, contexts)})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(fl) }()
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	rc := client(t, ln.Addr().String(), 2, "")
+	if err := rc.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING after %d failed Accepts: %v", 3, err)
+	}
+}
+
+// A token scoped to some environments opens the listener only if the environment it serves is
+// one of them: before, any valid token did, so that a token of one environment read another's
+// memberships. With no environment named, only tokens that open every one are accepted.
+func TestRESPTokenScopes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("prod-token production\nstaging-token staging\nevery-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := guard.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil, "production", "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveEnvironments(t, resp.Config{Tokens: tokens},
+		resp.Environment{Name: "production", Prefix: "ld-prod", Service: service(t, contexts)},
+		resp.Environment{Name: "staging", Prefix: "ld-staging", Service: service(t, contexts)})
+	for _, c := range []struct {
+		prefix, token string
+		want          string // the error, "" for none
+	}{
+		{"ld-prod", "prod-token", ""},
+		{"ld-prod", "every-token", ""},
+		{"ld-staging", "every-token", ""},
+		{"ld-prod", "staging-token", `NOPERM this token does not open environment production (prefix "ld-prod")`},
+		{"ld-staging", "staging-token", ""},
+		{"ld-prod", "no-token", "WRONGPASS invalid username-password pair"},
+	} {
+		for _, protocol := range []int{2, 3} {
+			rc := client(t, addr, protocol, c.token)
+			for _, cmd := range []*goredis.Cmd{
+				rc.Do(context.Background(), "SMEMBERS", c.prefix+":big_segment_include:"+segments.Hash("alice")),
+				rc.Do(context.Background(), "GET", c.prefix+":big_segments_synchronized_on"),
+			} {
+				if err := cmd.Err(); c.want == "" && err != nil || c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)) {
+					t.Errorf("%s with %s, RESP%d: %v, want %q", cmd.Args()[0], c.token, protocol, err, c.want)
+				}
+			}
+		}
+	}
+}
+
+// The prefix of the key selects the environment; a prefix not served is an error naming
+// those served.
+func TestRESPEnvironments(t *testing.T) {
+	prod := service(t, map[string]fixture.Context{"alice": {Included: []string{"prod.g1"}}})
+	staging := service(t, map[string]fixture.Context{"alice": {Included: []string{"staging.g1"}}})
+	rc := client(t, serveEnvironments(t, resp.Config{},
+		resp.Environment{Name: "production", Prefix: "ld-prod", Service: prod},
+		resp.Environment{Name: "staging", Prefix: "ld-staging", Service: staging}), 2, "")
+	ctx := context.Background()
+	h := segments.Hash("alice")
+	for prefix, want := range map[string]string{"ld-prod": "prod.g1", "ld-staging": "staging.g1"} {
+		if got, err := rc.SMembers(ctx, prefix+":big_segment_include:"+h).Result(); err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v %v, want [%s]", prefix, got, err, want)
+		}
+		if err := rc.Get(ctx, prefix+":big_segments_synchronized_on").Err(); err != nil {
+			t.Errorf("%s synchronized_on: %v", prefix, err)
+		}
+	}
+	err := rc.SMembers(ctx, "launchdarkly:big_segment_include:"+h).Err()
+	if err == nil || !strings.Contains(err.Error(), `prefixes "ld-prod", "ld-staging"`) {
+		t.Errorf("a prefix not served: %v", err)
 	}
 }

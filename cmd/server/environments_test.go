@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
@@ -160,5 +162,28 @@ func TestLoadAnEnvironment(t *testing.T) {
 	}
 	if _, err := loadFile(t, env, "../../examples/memberships.json"); err == nil || !strings.Contains(err.Error(), "give --environment, one of production, staging, qa") {
 		t.Errorf("load without --environment: %v", err)
+	}
+}
+
+// Over the Redis-protocol listener, the prefix an SDK reads selects its environment, and a
+// token scoped to staging is refused on production.
+func TestEnvironmentsOverRESP(t *testing.T) {
+	env, stores := threeEnvironments(t)
+	tokens := t.TempDir() + "/tokens"
+	writeFile(t, tokens, "tok-staging staging\n")
+	env["BIGSEG_RESP_ADDR"], env["BIGSEG_API_TOKENS_FILE"] = "127.0.0.1:0", tokens
+	srv := start(t, env)
+	rc := goredis.NewClient(&goredis.Options{Addr: respAddr(t, srv.logs), Password: "tok-staging", MaxRetries: -1})
+	defer rc.Close()
+	ctx := context.Background()
+	h := segments.Hash("alice")
+	if got, err := rc.SMembers(ctx, stores["staging"].IncludeKey(h)).Result(); err != nil || !reflect.DeepEqual(got, []string{"staging.g1"}) {
+		t.Errorf("staging over RESP: %v %v", got, err)
+	}
+	if err := rc.SMembers(ctx, stores["production"].IncludeKey(h)).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM this token does not open environment production") {
+		t.Errorf("production with a staging token: %v", err)
+	}
+	if err := rc.Get(ctx, "unknown:big_segments_synchronized_on").Err(); err == nil || !strings.Contains(err.Error(), "prefixes") {
+		t.Errorf("a prefix not served: %v", err)
 	}
 }

@@ -87,7 +87,11 @@ func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
 			return nil, err
 		}
 	}
-	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile); err != nil {
+	var names []string
+	for _, e := range a.envs {
+		names = append(names, e.Name)
+	}
+	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
 	a.shed = guard.NewShedder(cfg.MaxInflight, cfg.ShedWait)
@@ -209,11 +213,15 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	if a.cfg.RESPTLS {
 		ln = tls.NewListener(limited, a.certs.ServerConfig())
 	}
-	a.resp = &respListener{ln: ln, srv: resp.New(a.envs[0].Service.(*segments.Service), resp.Config{
-		Prefix: a.store.envs[0].prefix, Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
+	var envs []resp.Environment
+	for i, e := range a.envs {
+		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.envs[i].prefix, Service: e.Service})
+	}
+	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
+		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open),
-	})}
+	}, envs...)}
 	return nil
 }
 

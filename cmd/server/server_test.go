@@ -143,6 +143,7 @@ func start(t *testing.T, env map[string]string) *server {
 		select {
 		case <-ch:
 		case err := <-done:
+			done <- err // for the cleanup's stop, which waits for it
 			t.Fatalf("server exited before listening: %v\nlogs:\n%s", err, l.all())
 		case <-deadline:
 			t.Fatalf("server not listening after 10s; logs:\n%s", l.all())
