@@ -219,7 +219,7 @@ type conn struct {
 	out     []byte // answers not yet sent
 	authed  bool
 	scope   *guard.Scope // what the token of its AUTH opens
-	failed  int // AUTHs that failed
+	failed  int          // AUTHs that failed
 	name    string
 	last    lookup // the lookup of the command being answered, if an SMEMBERS
 	prev    lookup // that of the command before: see (*Server).smembers
