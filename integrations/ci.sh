@@ -2,7 +2,10 @@
 # CI for the SDK adapters (integrations/): from a clean clone with Go and a Redis at
 # 127.0.0.1:6379 (started, and redis-server installed, if missing), checks and tests the Go
 # adapter (ldbigseg, with -race) and the Node adapter (installing Node and its packages with
-# npm ci if missing), both against the real bigseg server built from this repository.
+# npm ci if missing), and the SDKs' own Redis Big Segment stores against bigseg's
+# Redis-protocol listener: Node's @launchdarkly/node-server-sdk-redis (in npm test) and the
+# Python SDK's calls through redis-py (pytest; python3-redis and python3-pytest installed if
+# missing); all against the real bigseg server built from this repository.
 # Exits non-zero on any failure. Takes about a minute once Go's build cache is warm.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -60,4 +63,14 @@ echo "node $(node --version), npm $(npm --version)"
   npm run --silent typecheck
   npm test
 )
+
+echo "== Python (redis-py: the calls of the LaunchDarkly Python SDK's Redis Big Segment stores)"
+# Debian's python3-redis and python3-pytest are seen by Debian's own interpreter only, not by
+# another python3 earlier in PATH (pyenv's, say).
+python=/usr/bin/python3
+if ! "$python" -c 'import pytest, redis, redis.asyncio' 2>/dev/null; then
+  apt_install python3 python3-redis python3-pytest
+fi
+"$python" -c 'import pytest, redis; print("python", __import__("sys").version.split()[0], "redis-py", redis.__version__, "pytest", pytest.__version__)'
+(cd python && PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest -v)
 echo "integrations: all passed"
