@@ -35,12 +35,12 @@ func newKeys(envs []Environment) keys {
 		ks.byPrefix[envs[i].Prefix] = &envs[i]
 		prefixes = append(prefixes, strconv.Quote(envs[i].Prefix))
 	}
-	what := "prefix " + prefixes[0]
+	what, p := "prefix "+prefixes[0], envs[0].Prefix
 	if len(prefixes) > 1 {
-		what = "prefixes " + strings.Join(prefixes, ", ")
+		what, p = "prefixes "+strings.Join(prefixes, ", "), "{prefix}"
 	}
 	ks.expected = "bigseg serves the Big Segments of " + what +
-		": GET {prefix}" + syncedOnSuffix + ", SMEMBERS {prefix}" + includeInfix + "{hash} and {prefix}" + excludeInfix + "{hash}"
+		": GET " + p + syncedOnSuffix + ", SMEMBERS " + p + includeInfix + "{hash} and " + p + excludeInfix + "{hash}"
 	return ks
 }
 
