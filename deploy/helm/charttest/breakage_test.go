@@ -56,8 +56,13 @@ var breakages = []struct {
 	{"request above limit", "goRuntime", nil, func(r *release) { r.container().Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3") }},
 	{"Service targets a number", "service", nil, func(r *release) { r.service.Spec.Ports[0].TargetPort = intstr.FromInt32(8080) }},
 	{"Service says http under TLS", "service", nil, func(r *release) { r.service.Spec.Ports[0].AppProtocol = ptr("http") }},
+	{"RESP port moved", "resp", nil, func(r *release) { r.container().Ports[2].ContainerPort = 6381 }},
+	{"RESP port left out of the Service", "resp", nil, func(r *release) { r.service.Spec.Ports = r.service.Spec.Ports[:2] }},
+	{"RESP port without its listener", "resp", nil, func(r *release) { delete(r.settings.Data, "BIGSEG_RESP_ADDR") }},
+	{"RESP TLS without a certificate", "resp", nil, func(r *release) { delete(r.settings.Data, "BIGSEG_TLS_CERT_FILE") }},
 	{"PDB blocks drains", "pdb", nil, func(r *release) { r.pdb.Spec.MaxUnavailable = ptr(intstr.FromInt32(0)) }},
 	{"metrics port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:1] }},
+	{"RESP port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:2] }},
 	{"egress without DNS", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Egress = r.networkPolicy.Spec.Egress[1:] }},
 	{"scrapes the API port", "serviceMonitor", nil, func(r *release) { r.serviceMonitor.Spec.Endpoints[0].Port = "http" }},
 	{"another job label", "serviceMonitor", nil, func(r *release) {
@@ -78,8 +83,8 @@ var breakages = []struct {
 	{"HPA scales something else", "selectors", []string{"hpa"}, func(r *release) { r.hpa.Spec.ScaleTargetRef.Name = "other" }},
 }
 
-// breakageBase is the rendering most breakages start from: TLS, Redis secrets and every
-// optional object.
+// breakageBase is the rendering most breakages start from: TLS (the Redis-protocol listener's
+// too), Redis secrets and every optional object.
 var breakageBase = []string{"monitoring", "tls"}
 
 // TestChecksCatchBreakage shows that every check can fail: each breakage passes its check
@@ -161,22 +166,32 @@ func TestDecodeIsStrict(t *testing.T) {
 }
 
 // TestPodRunCatchesBreakage: runPod notices probes the real server does not answer as they
-// expect.
+// expect, a Redis-protocol listener out of reach, and settings the server refuses.
 func TestPodRunCatchesBreakage(t *testing.T) {
 	f := getFacts(t)
-	for name, breakIt := range map[string]func(r *release){
-		"readiness path":       func(r *release) { r.container().ReadinessProbe.HTTPGet.Path = "/ready" },
-		"liveness on /status":  func(r *release) { r.container().LivenessProbe.HTTPGet.Path = "/status" },
-		"probe port unknown":   func(r *release) { r.container().LivenessProbe.HTTPGet.Port = intstr.FromString("admin") },
-		"GOMEMLIMIT malformed": func(r *release) { r.container().Env[0].Value = "230M" },
+	for _, tc := range []struct {
+		name, base string // base: a values file under testdata/values
+		breakIt    func(r *release)
+	}{
+		{"readiness path", "defaults", func(r *release) { r.container().ReadinessProbe.HTTPGet.Path = "/ready" }},
+		{"liveness on /status", "defaults", func(r *release) { r.container().LivenessProbe.HTTPGet.Path = "/status" }},
+		{"probe port unknown", "defaults", func(r *release) { r.container().LivenessProbe.HTTPGet.Port = intstr.FromString("admin") }},
+		{"GOMEMLIMIT malformed", "defaults", func(r *release) { r.container().Env[0].Value = "230M" }},
+		{"RESP container port elsewhere", "environments", func(r *release) { r.container().Ports[2].ContainerPort = 6380 }},
+		{"RESP TLS without a certificate", "environments", func(r *release) { r.settings.Data["BIGSEG_RESP_TLS"] = "true" }},
+		{"an environment name the server refuses", "environments", func(r *release) { r.settings.Data["BIGSEG_ENVIRONMENTS"] = "Production=ld-prod" }},
+		{"BIGSEG_PREFIX beside BIGSEG_ENVIRONMENTS", "environments", func(r *release) { r.settings.Data["BIGSEG_PREFIX"] = "launchdarkly" }},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := render(t, valuesFiles(t)["defaults"])
-			breakIt(r)
+			r := render(t, valuesFiles(t)[tc.base])
+			if p := runPod(t, r, f); len(p) > 0 {
+				t.Fatalf("runPod fails before the breakage: %v", p)
+			}
+			tc.breakIt(r)
 			p := runPod(t, r, f)
 			if len(p) == 0 {
-				t.Errorf("runPod does not notice: %s", name)
+				t.Errorf("runPod does not notice: %s", tc.name)
 			}
 			t.Logf("%v", p)
 		})

@@ -59,10 +59,11 @@ func TestRenderedCharts(t *testing.T) {
 func TestValuesFilesCoverTheChart(t *testing.T) {
 	files := valuesFiles(t)
 	want := map[string][]string{
-		"defaults":   {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget"},
-		"hpa":        {"HorizontalPodAutoscaler"},
-		"monitoring": {"NetworkPolicy", "ServiceMonitor", "PrometheusRule", "ConfigMap/demo-bigseg-dashboard"},
-		"tls":        {"ServiceMonitor"},
+		"defaults":     {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget"},
+		"hpa":          {"HorizontalPodAutoscaler"},
+		"monitoring":   {"NetworkPolicy", "ServiceMonitor", "PrometheusRule", "ConfigMap/demo-bigseg-dashboard"},
+		"environments": {"NetworkPolicy"},
+		"tls":          {"ServiceMonitor"},
 	}
 	for _, name := range sortedKeys(want) {
 		r := render(t, files[name])
@@ -192,6 +193,26 @@ func TestChartRefuses(t *testing.T) {
 		{"a percentage over 100", "goRuntime: {memoryLimitPercent: 120}", "goRuntime.memoryLimitPercent"},
 		{"one port for both listeners", "ports: {http: 9090}", "ports.metrics: must differ"},
 		{"HPA minimum over maximum", "autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 2}", "autoscaling.minReplicas"},
+		{"an environment name in capitals", "environments: {Production: ld-prod}", `environments: "Production" is not an environment name`},
+		{"an environment name with a slash", "environments: {'prod/eu': ld-prod}", `"prod/eu" is not an environment name`},
+		{"an environment name with a dot", "environments: {prod.eu: ld-prod}", `"prod.eu" is not an environment name`},
+		{"an environment name starting with -", "environments: {'-prod': ld-prod}", `"-prod" is not an environment name`},
+		{"an environment name of 64 characters", "environments: {" + strings.Repeat("a", 64) + ": ld}", "is not an environment name"},
+		{"an empty prefix", "environments: {prod: ''}", `environments.prod: "" is not a key prefix`},
+		{"a prefix with a comma", "environments: {prod: 'ld,prod'}", `environments.prod: "ld,prod" is not a key prefix`},
+		{"a prefix with a space", "environments: {prod: 'ld prod'}", `environments.prod: "ld prod" is not a key prefix`},
+		{"a number as prefix", "environments: {prod: 7}", "environments.prod: want its key prefix, a string"},
+		{"one prefix twice", "redis: {url: 'redis://r:6379'}\nenvironments: {prod: ld, staging: ld}", `environments.staging: the prefix "ld" is environments.prod's too`},
+		{"environments as a list", "environments: [prod]", "environments: want a map of name: key prefix"},
+		{"BIGSEG_PREFIX with environments", "environments: {prod: ld-prod}\nconfig: {BIGSEG_PREFIX: ld}", "config.BIGSEG_PREFIX: not with environments"},
+		{"several environments without Redis", "environments: {prod: ld-prod, staging: ld-staging}", "environments: several need Redis"},
+		{"environments in config", "config: {BIGSEG_ENVIRONMENTS: 'prod=ld'}", "config.BIGSEG_ENVIRONMENTS: set it with environments"},
+		{"the RESP address in config", "config: {BIGSEG_RESP_ADDR: ':6380'}", "config.BIGSEG_RESP_ADDR: set it with resp.enabled and ports.resp"},
+		{"RESP TLS in config", "config: {BIGSEG_RESP_TLS: true}", "config.BIGSEG_RESP_TLS: set it with tls.resp"},
+		{"RESP TLS without TLS", "resp: {enabled: true}\ntls: {resp: true}", "tls.resp: requires tls.enabled"},
+		{"RESP TLS without the listener", "tls: {enabled: true, secretName: s, resp: true}", "tls.resp: requires resp.enabled"},
+		{"the RESP port on the API's", "resp: {enabled: true}\nports: {resp: 8080}", "ports.resp: must differ"},
+		{"the RESP port on the metrics'", "resp: {enabled: true}\nports: {resp: 9090}", "ports.resp: must differ"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -271,6 +292,8 @@ func TestConfigChecksum(t *testing.T) {
 		"config: {BIGSEG_CACHE_TTL: 6s}",
 		"config: {BIGSEG_CACHE_TTL: 5s}\nshutdown: {delay: 6s}",
 		"config: {BIGSEG_CACHE_TTL: 5s}\nredis: {url: 'redis://r:6379'}",
+		"config: {BIGSEG_CACHE_TTL: 5s}\nenvironments: {production: ld-prod}",
+		"config: {BIGSEG_CACHE_TTL: 5s}\nresp: {enabled: true}",
 	} {
 		if sum(changed) == base {
 			t.Errorf("%q leaves checksum/config unchanged", changed)
@@ -395,9 +418,14 @@ func TestNotes(t *testing.T) {
 		{"defaults", []string{"http://demo-bigseg.bigseg.svc:8080/memberships/<contextKey>", "WARNING: no Redis is configured", "which is empty"}, []string{"Mutual TLS", "limits.memory is not set"}},
 		{"tuned", []string{"loaded from /examples/memberships.json"}, []string{"which is empty"}},
 		{"cluster", nil, []string{"WARNING"}},
-		{"tls", []string{"https://demo-bigseg.bigseg.svc:8080/status", "curl -sk https://"}, []string{"WARNING", "Mutual TLS", "--cert", "token"}},
+		{"tls", []string{"https://demo-bigseg.bigseg.svc:8080/status", "curl -sk https://", "rediss://demo-bigseg.bigseg.svc:6380."}, []string{"WARNING", "Mutual TLS", "--cert", "token"}},
 		{"mtls", []string{"Mutual TLS", "CA in bigseg-clients-ca", "metrics port (9090)", "--cert client.crt"}, []string{"WARNING"}},
-		{"tokens", []string{"need a token from Secret bigseg-api-tokens"}, []string{"WARNING"}},
+		{"tokens", []string{"need a token from Secret bigseg-api-tokens"}, []string{"WARNING", "Environments", "Redis-protocol"}},
+		{"environments", []string{
+			"http://demo-bigseg.bigseg.svc:8080/environments/production/memberships/<contextKey>",
+			"Environments (name=prefix): production=ld-prod, qa_eu-2=ld:qa:eu-2, staging=ld-staging.",
+			"Redis-protocol listener", "redis://demo-bigseg.bigseg.svc:6379.",
+		}, []string{"WARNING", "rediss://", "AUTH"}},
 	} {
 		t.Run(tc.values, func(t *testing.T) {
 			notes := renderNotes(t, files[tc.values])

@@ -31,6 +31,7 @@ var checks = map[string]check{
 	"grace":          checkGrace,
 	"goRuntime":      checkGoRuntime,
 	"service":        checkService,
+	"resp":           checkRESP,
 	"pdb":            checkPDB,
 	"hpa":            checkHPA,
 	"networkPolicy":  checkNetworkPolicy,

@@ -9,6 +9,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,59 @@ func checkService(r *release, f *facts) []string {
 		if a := r.serviceAccount.AutomountServiceAccountToken; a == nil || *a {
 			p = append(p, "the ServiceAccount automounts its token")
 		}
+	}
+	return p
+}
+
+// checkRESP: the Redis-protocol listener has a container port where BIGSEG_RESP_ADDR listens
+// and a Service port to it, or, when it is off, neither.
+func checkRESP(r *release, _ *facts) []string {
+	var p []string
+	env := r.env()
+	var container *corev1.ContainerPort
+	for i, cp := range r.container().Ports {
+		if cp.Name == "resp" {
+			container = &r.container().Ports[i]
+		}
+	}
+	var service *corev1.ServicePort
+	for i, sp := range r.service.Spec.Ports {
+		if sp.TargetPort.String() == "resp" {
+			service = &r.service.Spec.Ports[i]
+		}
+	}
+	addr, on := env["BIGSEG_RESP_ADDR"]
+	if !on {
+		if container != nil {
+			p = append(p, fmt.Sprintf("container port resp (%d) without BIGSEG_RESP_ADDR: nothing listens there", container.ContainerPort))
+		}
+		if service != nil {
+			p = append(p, fmt.Sprintf("Service port %s targets resp without BIGSEG_RESP_ADDR", service.Name))
+		}
+		if v, set := env["BIGSEG_RESP_TLS"]; set {
+			p = append(p, fmt.Sprintf("BIGSEG_RESP_TLS=%s without BIGSEG_RESP_ADDR", v.value))
+		}
+		return p
+	}
+	port := listenPort(addr.value)
+	switch {
+	case port == "":
+		p = append(p, fmt.Sprintf("BIGSEG_RESP_ADDR=%q sets no port", addr.value))
+	case container == nil:
+		p = append(p, fmt.Sprintf("BIGSEG_RESP_ADDR=%s, but the container has no port named resp", addr.value))
+	case strconv.Itoa(int(container.ContainerPort)) != port:
+		p = append(p, fmt.Sprintf("container port resp is %d, but the Redis-protocol listener is on port %s (BIGSEG_RESP_ADDR)", container.ContainerPort, port))
+	}
+	if port != "" && (port == listenPort(env["BIGSEG_ADDR"].value) || port == listenPort(env["BIGSEG_METRICS_ADDR"].value)) {
+		p = append(p, fmt.Sprintf("BIGSEG_RESP_ADDR=%s: the port of another listener", addr.value))
+	}
+	if service == nil {
+		p = append(p, "the Service has no port to the Redis-protocol listener (targetPort resp)")
+	} else if service.Protocol != corev1.ProtocolTCP {
+		p = append(p, fmt.Sprintf("Service port %s: protocol %s, want TCP", service.Name, service.Protocol))
+	}
+	if env["BIGSEG_RESP_TLS"].value == "true" && env["BIGSEG_TLS_CERT_FILE"].value == "" {
+		p = append(p, "BIGSEG_RESP_TLS without BIGSEG_TLS_CERT_FILE: the listener has no certificate to serve")
 	}
 	return p
 }

@@ -39,7 +39,9 @@ var imageFiles = map[string]string{"/examples/": "examples/"}
 // ConfigMap and env variables, GOMAXPROCS from the downward API, the Secrets as files (test
 // certificates, passwords and tokens), listeners on loopback. Then it probes it the way
 // kubelet does (no client certificate, no verification) on the listener each probe's port
-// designates, and scrapes it where the ServiceMonitor would. It returns what went wrong.
+// designates, pings the Redis-protocol listener as an SDK's Redis client would, and scrapes
+// it where the ServiceMonitor would, for the series of every rendered environment. It
+// returns what went wrong.
 func runPod(t *testing.T, r *release, f *facts) []string {
 	t.Helper()
 	var problems []string
@@ -95,9 +97,9 @@ func runPod(t *testing.T, r *release, f *facts) []string {
 		env[name] = p
 	}
 
-	ports := map[string]string{} // container port name -> "api" or "metrics"
+	ports := map[string]string{} // container port name -> "api", "metrics" or "resp"
 	for _, p := range r.container().Ports {
-		for listener, v := range map[string]string{"api": "BIGSEG_ADDR", "metrics": "BIGSEG_METRICS_ADDR"} {
+		for listener, v := range map[string]string{"api": "BIGSEG_ADDR", "metrics": "BIGSEG_METRICS_ADDR", "resp": "BIGSEG_RESP_ADDR"} {
 			if _, port, err := net.SplitHostPort(env[v]); err == nil && port == strconv.Itoa(int(p.ContainerPort)) {
 				ports[p.Name] = listener
 			}
@@ -109,15 +111,35 @@ func runPod(t *testing.T, r *release, f *facts) []string {
 	}
 	env["BIGSEG_ADDR"] = "127.0.0.1:0"
 	env["BIGSEG_METRICS_ADDR"] = "127.0.0.1:0"
-	if env["BIGSEG_PPROF_ADDR"] != "" {
-		env["BIGSEG_PPROF_ADDR"] = "127.0.0.1:0"
+	for _, side := range []string{"BIGSEG_PPROF_ADDR", "BIGSEG_RESP_ADDR"} {
+		if env[side] != "" {
+			env[side] = "127.0.0.1:0"
+		}
 	}
 
 	srv, err := startServer(t, f, env)
 	if err != nil {
 		return append(problems, err.Error())
 	}
-	listeners := map[string]string{"api": srv.addr, "metrics": srv.metricsAddr}
+	listeners := map[string]string{"api": srv.addr, "metrics": srv.metricsAddr, "resp": srv.respAddr}
+
+	// An SDK's Redis client: TLS verified against the test CA, with a client certificate
+	// under mutual TLS, through the container port the Redis-protocol listener is on.
+	if env["BIGSEG_RESP_ADDR"] != "" {
+		reached := false
+		for name, listener := range ports {
+			if listener != "resp" {
+				continue
+			}
+			reached = true
+			if err := pingRESP(listeners[listener], env["BIGSEG_RESP_TLS"] == "true", env["BIGSEG_TLS_CLIENT_CA_FILE"] != ""); err != nil {
+				bad("Redis-protocol listener (container port %s): %v", name, err)
+			}
+		}
+		if !reached {
+			bad("BIGSEG_RESP_ADDR is set, but no container port is the Redis-protocol listener's")
+		}
+	}
 
 	// kubelet: HTTPS without verification, no client certificate, no redirects.
 	client := &http.Client{
@@ -188,6 +210,14 @@ func runPod(t *testing.T, r *release, f *facts) []string {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(text), "\nbigseg_ready ") {
 		return append(problems, fmt.Sprintf("scrape %s: %s, without bigseg_ready", url, resp.Status))
 	}
+	for _, name := range environmentNames(env["BIGSEG_ENVIRONMENTS"]) {
+		if !regexp.MustCompile(`(?m)^bigseg_store_available\{[^}]*environment="` + regexp.QuoteMeta(name) + `"`).Match(text) {
+			bad("environment %s: the server exports no bigseg_store_available{environment=%q}", name, name)
+		}
+	}
+	if on := strings.Contains(string(text), "\nbigseg_resp_open_connections "); on != (env["BIGSEG_RESP_ADDR"] != "") {
+		bad("BIGSEG_RESP_ADDR=%q, but bigseg_resp_open_connections exported: %v", env["BIGSEG_RESP_ADDR"], on)
+	}
 	if v, ok := env["GOMEMLIMIT"]; ok {
 		want, err := goMemLimitBytes(v)
 		if err != nil {
@@ -202,6 +232,61 @@ func runPod(t *testing.T, r *release, f *facts) []string {
 		}
 	}
 	return problems
+}
+
+// environmentNames are the names of BIGSEG_ENVIRONMENTS's name=prefix pairs; without it, the
+// one environment of BIGSEG_PREFIX, named default.
+func environmentNames(setting string) []string {
+	if setting == "" {
+		return []string{"default"}
+	}
+	var names []string
+	for pair := range strings.SplitSeq(setting, ",") {
+		name, _, _ := strings.Cut(pair, "=")
+		names = append(names, name)
+	}
+	return names
+}
+
+// pingRESP sends PING to the Redis-protocol listener at addr as a Redis client does (an array
+// of bulk strings) and wants +PONG: over TLS verified against the test CA when withTLS, with
+// the test certificate as the client's when clientCert.
+func pingRESP(addr string, withTLS, clientCert bool) error {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	var conn net.Conn
+	var err error
+	if withTLS {
+		p := testPKI()
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(p.caPEM)
+		cfg := &tls.Config{RootCAs: roots}
+		if clientCert {
+			pair, err := tls.X509KeyPair(p.certPEM, p.keyPEM)
+			if err != nil {
+				return err
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		conn, err = tls.DialWithDialer(dialer, "tcp", addr, cfg)
+	} else {
+		conn, err = dialer.Dial("tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
+		return fmt.Errorf("send PING: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("PING: %w (after %q)", err, line)
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q, want +PONG", line)
+	}
+	return nil
 }
 
 // imagePath maps a path inside the image to the repository file the Dockerfile copies there.
@@ -297,11 +382,12 @@ func getJSON(client *http.Client, url string) (int, map[string]any, error) {
 
 // runningServer is a server process started by startServer; the test's cleanup kills it.
 type runningServer struct {
-	addr, metricsAddr string
+	addr, metricsAddr, respAddr string
 }
 
 // startServer starts the server binary with exactly env, and returns once it logs that it
-// listens (its metrics listener logs first), or fails if it exits or stays silent for 30 s.
+// listens (its metrics and Redis-protocol listeners log first), or fails if it exits or stays
+// silent for 30 s.
 func startServer(t *testing.T, f *facts, env map[string]string) (*runningServer, error) {
 	t.Helper()
 	cmd := exec.Command(f.server)
@@ -345,6 +431,8 @@ func startServer(t *testing.T, f *facts, env map[string]string) (*runningServer,
 			switch {
 			case l.Msg == "side listener" && l.For == "metrics":
 				srv.metricsAddr = l.Addr
+			case l.Msg == "Redis-protocol listener":
+				srv.respAddr = l.Addr
 			case l.Msg == "listening":
 				srv.addr = l.Addr
 				ready <- srv
@@ -364,6 +452,9 @@ func startServer(t *testing.T, f *facts, env map[string]string) (*runningServer,
 		}
 		if srv.metricsAddr == "" {
 			return nil, fmt.Errorf("the server started no metrics listener:\n%s", logText())
+		}
+		if env["BIGSEG_RESP_ADDR"] != "" && srv.respAddr == "" {
+			return nil, fmt.Errorf("the server logged no Redis-protocol listener with BIGSEG_RESP_ADDR set:\n%s", logText())
 		}
 		return srv, nil
 	case <-time.After(30 * time.Second):

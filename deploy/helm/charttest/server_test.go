@@ -99,8 +99,8 @@ func loadFacts() (*facts, error) {
 	return f, nil
 }
 
-// parseUsage reads the table `server -h` prints (envconfig's: KEY, TYPE, DEFAULT, REQUIRED,
-// DESCRIPTION, aligned in columns) by the header's column positions.
+// parseUsage reads the table `server -h` prints (envconfig's: KEY, TYPE, DEFAULT, maybe
+// REQUIRED, DESCRIPTION, aligned in columns) by the header's column positions.
 func parseUsage(out string) (map[string]serverVar, error) {
 	lines := strings.Split(out, "\n")
 	var header string
@@ -112,11 +112,15 @@ func parseUsage(out string) (map[string]serverVar, error) {
 		}
 	}
 	cols := map[string]int{}
-	for _, c := range []string{"TYPE", "DEFAULT", "REQUIRED", "DESCRIPTION"} {
+	for _, c := range []string{"TYPE", "DEFAULT", "DESCRIPTION"} {
 		cols[c] = strings.Index(header, c)
 		if cols[c] < 0 {
 			return nil, fmt.Errorf("server -h: no %s column in %q", c, header)
 		}
+	}
+	// The default ends where the next column begins: REQUIRED, if the table has it.
+	if cols["REQUIRED"] = strings.Index(header, "REQUIRED"); cols["REQUIRED"] < 0 {
+		cols["REQUIRED"] = cols["DESCRIPTION"]
 	}
 	field := func(line string, from, to int) string {
 		if from >= len(line) {
@@ -145,12 +149,15 @@ func parseUsage(out string) (map[string]serverVar, error) {
 func TestServerUsageParses(t *testing.T) {
 	f := getFacts(t)
 	for name, want := range map[string]serverVar{
-		"BIGSEG_ADDR":             {typ: "String", def: ":8080"},
-		"BIGSEG_SHUTDOWN_DELAY":   {typ: "Duration", def: "5s"},
-		"BIGSEG_REDIS_URL":        {typ: "String", def: ""},
-		"BIGSEG_API_TOKENS":       {typ: "Comma-separated list of String", def: ""},
-		"BIGSEG_REDIS_TLS":        {typ: "True or False", def: "false"},
-		"BIGSEG_SHUTDOWN_TIMEOUT": {typ: "Duration", def: "10s"},
+		"BIGSEG_ADDR":              {typ: "String", def: ":8080"},
+		"BIGSEG_SHUTDOWN_DELAY":    {typ: "Duration", def: "5s"},
+		"BIGSEG_REDIS_URL":         {typ: "String", def: ""},
+		"BIGSEG_API_TOKENS":        {typ: "Comma-separated list of String", def: ""},
+		"BIGSEG_REDIS_TLS":         {typ: "True or False", def: "false"},
+		"BIGSEG_SHUTDOWN_TIMEOUT":  {typ: "Duration", def: "10s"},
+		"BIGSEG_ENVIRONMENTS":      {typ: "Comma-separated list of String", def: ""},
+		"BIGSEG_PREFIX":            {typ: "String", def: "launchdarkly"},
+		"BIGSEG_RESP_IDLE_TIMEOUT": {typ: "Duration", def: "0s"},
 	} {
 		got, ok := f.vars[name]
 		if !ok {

@@ -191,6 +191,11 @@ checking the values. The ConfigMap holds exactly this.
 {{- $_ = set $env "BIGSEG_METRICS_ADDR" (printf ":%d" (int .Values.ports.metrics)) }}
 {{- $_ = set $env "BIGSEG_SHUTDOWN_DELAY" .Values.shutdown.delay }}
 {{- $_ = set $env "BIGSEG_SHUTDOWN_TIMEOUT" .Values.shutdown.timeout }}
+{{- with include "bigseg.environments" . }}{{ $_ = set $env "BIGSEG_ENVIRONMENTS" . }}{{ end }}
+{{- if .Values.resp.enabled }}
+{{- $_ = set $env "BIGSEG_RESP_ADDR" (printf ":%d" (int .Values.ports.resp)) }}
+{{- if .Values.tls.resp }}{{ $_ = set $env "BIGSEG_RESP_TLS" "true" }}{{ end }}
+{{- end }}
 {{- with .Values.redis }}
 {{- if .url }}{{ $_ = set $env "BIGSEG_REDIS_URL" .url }}{{ end }}
 {{- if .cluster.addrs }}{{ $_ = set $env "BIGSEG_REDIS_CLUSTER_ADDRS" (join "," .cluster.addrs) }}{{ end }}
@@ -224,6 +229,40 @@ checking the values. The ConfigMap holds exactly this.
 {{- end }}
 
 {{/*
+bigseg.environments: BIGSEG_ENVIRONMENTS, the name=prefix pairs of .Values.environments in
+the names' order, after checking each as the server would; empty without environments. A
+null prefix (an override removing an environment) leaves that name out.
+*/}}
+{{- define "bigseg.environments" -}}
+{{- $envs := .Values.environments | default dict }}
+{{- if not (kindIs "map" $envs) }}
+{{- fail (printf "environments: want a map of name: key prefix, such as {production: ld-prod}, not %v" $envs) }}
+{{- end }}
+{{- $pairs := list }}
+{{- $prefixes := dict }}
+{{- range $name, $prefix := $envs }}
+{{- if kindIs "invalid" $prefix }}
+{{- continue }}
+{{- end }}
+{{- if not (regexMatch "^[a-z0-9][a-z0-9_-]{0,62}$" $name) }}
+{{- fail (printf "environments: %q is not an environment name: lower-case letters, digits, - and _, starting with a letter or digit, at most 63 (it is part of paths and of the metrics' environment label)" $name) }}
+{{- end }}
+{{- if not (kindIs "string" $prefix) }}
+{{- fail (printf "environments.%s: want its key prefix, a string (quote it), not %v" $name $prefix) }}
+{{- end }}
+{{- if or (eq $prefix "") (regexMatch "[\\s,]" $prefix) }}
+{{- fail (printf "environments.%s: %q is not a key prefix: one without white space or commas" $name $prefix) }}
+{{- end }}
+{{- if hasKey $prefixes $prefix }}
+{{- fail (printf "environments.%s: the prefix %q is environments.%s's too" $name $prefix (get $prefixes $prefix)) }}
+{{- end }}
+{{- $_ := set $prefixes $prefix $name }}
+{{- $pairs = append $pairs (printf "%s=%s" $name $prefix) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/*
 bigseg.validate: refuses values that would not work, or would put a secret in clear, naming
 the value at fault.
 */}}
@@ -249,7 +288,10 @@ the value at fault.
   "BIGSEG_REDIS_TLS_KEY_FILE" "redis.tls.clientCertSecret"
   "BIGSEG_API_TOKENS_FILE" "apiTokens.secretName"
   "BIGSEG_SHUTDOWN_DELAY" "shutdown.delay"
-  "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout" }}
+  "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout"
+  "BIGSEG_ENVIRONMENTS" "environments"
+  "BIGSEG_RESP_ADDR" "resp.enabled and ports.resp"
+  "BIGSEG_RESP_TLS" "tls.resp" }}
 {{- $inClear := dict
   "BIGSEG_REDIS_PASSWORD" "redis.passwordSecret"
   "BIGSEG_REDIS_SENTINEL_PASSWORD" "redis.sentinel.passwordSecret"
@@ -262,6 +304,13 @@ the value at fault.
 {{- else if not (regexMatch "^BIGSEG_[A-Z0-9_]+$" $k) }}
 {{- fail (printf "config.%s: only BIGSEG_* settings go in config" $k) }}
 {{- end }}
+{{- end }}
+{{- $environments := len (compact (splitList "," (include "bigseg.environments" .))) }}
+{{- if and $environments (hasKey .Values.config "BIGSEG_PREFIX") (not (kindIs "invalid" .Values.config.BIGSEG_PREFIX)) }}
+{{- fail "config.BIGSEG_PREFIX: not with environments: give each environment's prefix there" }}
+{{- end }}
+{{- if and (gt $environments 1) (not (or .Values.redis.url .Values.redis.cluster.addrs .Values.redis.sentinel.addrs)) }}
+{{- fail "environments: several need Redis (redis.url, redis.cluster.addrs or redis.sentinel.addrs): the embedded store serves one" }}
 {{- end }}
 {{- with .Values.redis }}
 {{- $topologies := 0 }}
@@ -297,9 +346,18 @@ the value at fault.
 {{- if and .clientCA.enabled .metrics }}
 {{- fail "tls.metrics: not with tls.clientCA: under mutual TLS kubelet's probes use the metrics port, which must stay plain HTTP" }}
 {{- end }}
+{{- if and .resp (not .enabled) }}
+{{- fail "tls.resp: requires tls.enabled (the Redis-protocol listener serves the API's certificate)" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tls.resp (not .Values.resp.enabled) }}
+{{- fail "tls.resp: requires resp.enabled" }}
 {{- end }}
 {{- if eq (int .Values.ports.http) (int .Values.ports.metrics) }}
 {{- fail "ports.metrics: must differ from ports.http" }}
+{{- end }}
+{{- if and .Values.resp.enabled (or (eq (int .Values.ports.resp) (int .Values.ports.http)) (eq (int .Values.ports.resp) (int .Values.ports.metrics))) }}
+{{- fail "ports.resp: must differ from ports.http and ports.metrics" }}
 {{- end }}
 {{- with .Values.autoscaling }}
 {{- if and .enabled (gt (int .minReplicas) (int .maxReplicas)) }}
