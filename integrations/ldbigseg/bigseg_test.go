@@ -218,36 +218,62 @@ type statusBody struct {
 	Available          bool    `json:"available"`
 	LastSynchronizedOn int64   `json:"lastSynchronizedOn"`
 	CheckedAt          *string `json:"checkedAt"`
+	// Environments is each environment's status, by name: the unscoped /status of a bigseg
+	// serving several (BIGSEG_ENVIRONMENTS), which has none of the fields above.
+	Environments map[string]statusBody `json:"environments"`
 }
 
 // Status reads GET /status.
-func (p *bigsegProcess) Status() (statusBody, error) {
+func (p *bigsegProcess) Status() (statusBody, error) { return p.statusAt("/status") }
+
+func (p *bigsegProcess) statusAt(path string) (statusBody, error) {
 	var st statusBody
-	resp, err := http.Get(p.URL + "/status")
+	resp, err := http.Get(p.URL + path)
 	if err != nil {
 		return st, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET /status: %s", resp.Status)
+		return st, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
+// waitFirstPoll waits until the status of every environment served has been polled once.
 func (p *bigsegProcess) waitFirstPoll() error {
-	return p.WaitStatus("its first status poll", func(st statusBody) bool { return st.CheckedAt != nil })
+	return p.WaitStatus("its first status poll", func(st statusBody) bool {
+		if len(st.Environments) == 0 {
+			return st.CheckedAt != nil
+		}
+		for _, env := range st.Environments {
+			if env.CheckedAt == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // WaitStatus polls GET /status until cond holds, or fails after 15 s.
 func (p *bigsegProcess) WaitStatus(what string, cond func(statusBody) bool) error {
+	return p.waitStatusAt("/status", what, cond)
+}
+
+// WaitEnvironmentStatus polls GET /environments/{env}/status until cond holds, or fails after
+// 15 s.
+func (p *bigsegProcess) WaitEnvironmentStatus(env, what string, cond func(statusBody) bool) error {
+	return p.waitStatusAt("/environments/"+env+"/status", what, cond)
+}
+
+func (p *bigsegProcess) waitStatusAt(path, what string, cond func(statusBody) bool) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		st, err := p.Status()
+		st, err := p.statusAt(path)
 		if err == nil && cond(st) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bigseg %s: no %s within 15s (last status %+v, error %v)", p.Addr, what, st, err)
+			return fmt.Errorf("bigseg %s: no %s on %s within 15s (last status %+v, error %v)", p.Addr, what, path, st, err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition
 	}

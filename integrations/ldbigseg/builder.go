@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -30,11 +31,12 @@ const DefaultTimeout = 3 * time.Second
 // options with its methods, and give it to ldcomponents.BigSegments. Its zero value is not
 // usable.
 type StoreBuilder struct {
-	baseURL string
-	token   string
-	client  *http.Client
-	timeout time.Duration
-	bounds  bounds
+	baseURL     string
+	environment string
+	token       string
+	client      *http.Client
+	timeout     time.Duration
+	bounds      bounds
 }
 
 // Interface checks: the SDK builds the store from this, and describes it in diagnostics.
@@ -58,6 +60,23 @@ func BigSegmentStore() *StoreBuilder {
 // one (behind a reverse proxy, say). The store adds /memberships and /status to it.
 func (b *StoreBuilder) BaseURL(baseURL string) *StoreBuilder {
 	b.baseURL = baseURL
+	return b
+}
+
+// Environment makes the store read one environment of a bigseg that serves several
+// (BIGSEG_ENVIRONMENTS=production=ld-prod,staging=ld-staging): its lookups and status are then
+// those under /environments/{name}/, which only that environment's data answers. A name is
+// lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters,
+// as bigseg's own; another is an error from Build. Surrounding white space is ignored, and ""
+// (the default) means the unscoped routes, which a bigseg serving one environment answers
+// (that environment is also named "default").
+//
+// A bigseg answers 404 for an environment it does not serve, and 403 for a bearer token that
+// does not open this one (a scoped token of BIGSEG_API_TOKENS_FILE): both are an [HTTPError]
+// saying so. bigseg's /status is open, so with such a token the SDK still reports the store
+// available while its evaluations get STORE_ERROR.
+func (b *StoreBuilder) Environment(name string) *StoreBuilder {
+	b.environment = strings.TrimSpace(name)
 	return b
 }
 
@@ -119,15 +138,22 @@ func (b *StoreBuilder) Build(clientContext subsystems.ClientContext) (subsystems
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEnvironment(b.environment); err != nil {
+		return nil, err
+	}
 	if err := checkToken(b.token); err != nil {
 		return nil, err
 	}
 	loggers := clientContext.GetLogging().Loggers
-	loggers.Infof("Big Segment store: bigseg at %s", base.Redacted())
+	if b.environment != "" {
+		loggers.Infof("Big Segment store: bigseg at %s, environment %s", base.Redacted(), b.environment)
+	} else {
+		loggers.Infof("Big Segment store: bigseg at %s", base.Redacted())
+	}
 	if b.token != "" && base.Scheme == "http" && !isLoopback(base.Hostname()) {
 		loggers.Warnf("Big Segment store: the bigseg bearer token is sent to %s over plain HTTP; use https:// off the local host", base.Host)
 	}
-	return newStore(base, b.token, b.client, b.timeout, b.bounds), nil
+	return newStore(base, b.environment, b.token, b.client, b.timeout, b.bounds), nil
 }
 
 // DescribeConfiguration names the store in the SDK's diagnostic events.
@@ -153,6 +179,22 @@ func parseBaseURL(s string) (*url.URL, error) {
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = strings.TrimRight(u.RawPath, "/")
 	return u, nil
+}
+
+// environmentName is what bigseg accepts as an environment's name (BIGSEG_ENVIRONMENTS): safe
+// in a path as it is, so the store never escapes it.
+var environmentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// checkEnvironment rejects a name bigseg cannot serve; "" is no environment.
+func checkEnvironment(name string) error {
+	if name == "" || environmentName.MatchString(name) {
+		return nil
+	}
+	quoted := name
+	if len(quoted) > 70 {
+		quoted = quoted[:64] + "..."
+	}
+	return fmt.Errorf("bigseg environment: %q is not an environment name: lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (as in BIGSEG_ENVIRONMENTS)", quoted)
 }
 
 // checkToken rejects a token that cannot be sent as a bearer token (RFC 6750 b64token), without

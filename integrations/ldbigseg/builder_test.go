@@ -1,6 +1,7 @@
 package ldbigseg_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -26,6 +27,14 @@ func TestBuildRejectsBadOptions(t *testing.T) {
 		{"space in the token", ldbigseg.BigSegmentStore().BearerToken("pa55 word"), "character 5"},
 		{"newline in the token", ldbigseg.BigSegmentStore().BearerToken("pa55\nword"), "character 5"},
 		{"non-ASCII token", ldbigseg.BigSegmentStore().BearerToken("pa55wörd"), "character 6"},
+		{"upper-case environment", ldbigseg.BigSegmentStore().Environment("Production"), `"Production" is not an environment name`},
+		{"environment with a slash", ldbigseg.BigSegmentStore().Environment("prod/../status"), `"prod/../status" is not an environment name`},
+		{"environment with a space", ldbigseg.BigSegmentStore().Environment("prod staging"), "not an environment name"},
+		{"environment with a dot", ldbigseg.BigSegmentStore().Environment("."), "not an environment name"},
+		{"environment with an escape", ldbigseg.BigSegmentStore().Environment("prod%2F"), "not an environment name"},
+		{"environment starting with -", ldbigseg.BigSegmentStore().Environment("-prod"), "not an environment name"},
+		{"non-ASCII environment", ldbigseg.BigSegmentStore().Environment("prüf"), "not an environment name"},
+		{"environment of 64 characters", ldbigseg.BigSegmentStore().Environment(strings.Repeat("e", 64)), "at most 63 characters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +89,25 @@ func TestBuildLogs(t *testing.T) {
 				if strings.Contains(line.Message, testToken) || strings.Contains(line.Message, "pa55word") {
 					t.Errorf("log line holds a secret: %s", line.Message)
 				}
+			}
+		})
+	}
+}
+
+// TestBuildAcceptsEnvironmentNames checks the names bigseg's BIGSEG_ENVIRONMENTS accepts, and
+// that the Info line names the environment.
+func TestBuildAcceptsEnvironmentNames(t *testing.T) {
+	for _, name := range []string{"production", "default", "qa", "eu-west_1", "0", strings.Repeat("e", 63), " staging\n"} {
+		t.Run(name, func(t *testing.T) {
+			log := ldlogtest.NewMockLog()
+			store, err := ldbigseg.BigSegmentStore().BaseURL("http://bigseg:8080").Environment(name).Build(clientContext(log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.Close()
+			want := "Big Segment store: bigseg at http://bigseg:8080, environment " + strings.TrimSpace(name)
+			if !log.HasMessageMatch(ldlog.Info, regexp.QuoteMeta(want)+"$") {
+				t.Errorf("no Info line %q; log: %v", want, log.GetAllOutput())
 			}
 		})
 	}

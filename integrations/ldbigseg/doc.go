@@ -10,6 +10,10 @@
 // miss (one GET /memberships?contextHash=..., one HTTP round trip) and at each status poll (one
 // GET /status, which bigseg answers from its own last poll, without reading Redis).
 //
+// A bigseg may serve several LaunchDarkly environments (BIGSEG_ENVIRONMENTS), as one Relay Proxy
+// does: each SDK client then reads its own, with [StoreBuilder.Environment], through
+// /environments/{name}/memberships and /environments/{name}/status.
+//
 // Every answer that is not a usable one is an error for the SDK, which then reports the store
 // as unavailable and gives evaluations the reason BigSegmentsStatus STORE_ERROR, exactly as it
 // would reading Redis directly: see [ErrStoreUnavailable] and [HTTPError].

@@ -3,6 +3,7 @@ package ldbigseg
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 )
@@ -18,7 +19,9 @@ var ErrStoreUnavailable = errors.New("bigseg's store is unavailable")
 var ErrClosed = errors.New("the bigseg store is closed")
 
 // HTTPError is an answer whose status code is not 200, from bigseg or from a proxy in front of
-// it. Find it with errors.As.
+// it. Find it with errors.As. bigseg answers 404 for an environment it does not serve
+// (StoreBuilder.Environment), and, while it serves several, for a lookup that names none; and
+// 403 for a bearer token that does not open the environment asked about.
 type HTTPError struct {
 	// StatusCode is the response's status code.
 	StatusCode int
@@ -28,12 +31,14 @@ type HTTPError struct {
 	Message string
 	// RetryAfter is the Retry-After header as sent (bigseg sends it with 429), or "".
 	RetryAfter string
+
+	environment string // the store's Environment, or "": for the hint
 }
 
 func (e *HTTPError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d", e.StatusCode)
-	if hint := statusHints[e.StatusCode]; hint != "" {
+	if hint := e.hint(); hint != "" {
 		b.WriteString(" (" + hint + ")")
 	}
 	if e.RetryAfter != "" {
@@ -45,12 +50,25 @@ func (e *HTTPError) Error() string {
 	return b.String()
 }
 
-// statusHints say what an answer most likely means for a user configuring the store.
+// hint says what an answer most likely means for a user configuring the store.
+func (e *HTTPError) hint() string {
+	switch {
+	case e.StatusCode == http.StatusNotFound && e.environment != "":
+		return fmt.Sprintf("bigseg does not serve environment %q, or the base URL is not bigseg's", e.environment)
+	case e.StatusCode == http.StatusNotFound:
+		return "no such route: is the base URL bigseg's? One serving several environments needs Environment set"
+	case e.StatusCode == http.StatusForbidden && e.environment != "":
+		return fmt.Sprintf("the bearer token does not open environment %q", e.environment)
+	case e.StatusCode == http.StatusForbidden:
+		return "forbidden: a bearer token scoped to some environments needs Environment set to one of them"
+	}
+	return statusHints[e.StatusCode]
+}
+
+// statusHints say what other answers most likely mean.
 var statusHints = map[int]string{
 	400: "bigseg rejected the request",
 	401: "bigseg requires a bearer token and did not accept this one, or none was set",
-	403: "forbidden",
-	404: "no such route: is the base URL bigseg's?",
 	429: "bigseg is shedding load",
 	301: redirectHint, 302: redirectHint, 303: redirectHint, 307: redirectHint, 308: redirectHint,
 }

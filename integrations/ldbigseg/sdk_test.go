@@ -59,6 +59,12 @@ const (
 // poll runs every 50 ms. It is closed when the test ends.
 func sdkClient(t *testing.T, baseURL, token string, log *ldlogtest.MockLog) *ldclient.LDClient {
 	t.Helper()
+	return sdkClientOf(t, ldbigseg.BigSegmentStore().BaseURL(baseURL).BearerToken(token), log)
+}
+
+// sdkClientOf is sdkClient with the adapter that store configures.
+func sdkClientOf(t *testing.T, store *ldbigseg.StoreBuilder, log *ldlogtest.MockLog) *ldclient.LDClient {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "flags.json")
 	if err := os.WriteFile(path, []byte(flagData), 0o600); err != nil {
 		t.Fatal(err)
@@ -68,9 +74,7 @@ func sdkClient(t *testing.T, baseURL, token string, log *ldlogtest.MockLog) *ldc
 		Events:           ldcomponents.NoEvents(),
 		DiagnosticOptOut: true,
 		Logging:          ldcomponents.Logging().Loggers(log.Loggers),
-		BigSegments: ldcomponents.BigSegments(
-			ldbigseg.BigSegmentStore().BaseURL(baseURL).BearerToken(token),
-		).StatusPollInterval(50 * time.Millisecond),
+		BigSegments:      ldcomponents.BigSegments(store).StatusPollInterval(50 * time.Millisecond),
 	}
 	client, err := ldclient.MakeCustomClient("sdk-key-unused-offline", config, 5*time.Second)
 	if err != nil {
@@ -130,21 +134,27 @@ func noSecretInLogs(t *testing.T, log *ldlogtest.MockLog, secrets ...string) {
 }
 
 // TestSDKEvaluatesThroughBigseg: a real SDK client evaluates a flag whose rule matches a Big
-// Segment, through the adapter and a real bigseg (requiring a bearer token) over real Redis.
+// Segment, through the adapter and a real bigseg (requiring a bearer token) over real Redis;
+// in each deployment: unscoped, and through one environment of three.
 func TestSDKEvaluatesThroughBigseg(t *testing.T) {
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) { testSDKEvaluatesThroughBigseg(t, d) })
+	}
+}
+
+func testSDKEvaluatesThroughBigseg(t *testing.T, d deployment) {
 	rc, redisURL := sharedRedis(t)
-	data := ldLayout{rc, testPrefix(t, rc)}
+	data, serve := d.serve(t, rc, testPrefix(t, rc))
 	ctx := context.Background()
 	must(t, data.SetSynchronizedNow(ctx))
 	must(t, data.SetMembership(ctx, hashOf("alice"), []string{segmentRef}, nil))
 	must(t, data.SetMembership(ctx, hashOf("bob"), nil, []string{segmentRef}))
 	must(t, data.SetMembership(ctx, hashOf("erin"), []string{"other-segment.g1"}, []string{"another.g2"}))
 	const token, otherToken = "e2e-T0ken_one", "e2e-T0ken_two"
-	bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_PREFIX="+data.prefix,
-		"BIGSEG_API_TOKENS="+otherToken+","+token)
+	bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, serve, "BIGSEG_API_TOKENS="+otherToken+","+token)
 
 	log := ldlogtest.NewMockLog()
-	client := sdkClient(t, bigseg.URL, token, log)
+	client := sdkClientOf(t, d.store(bigseg.URL, token), log)
 	waitAvailable(t, client, true)
 
 	tests := []struct {
@@ -178,7 +188,7 @@ func TestSDKEvaluatesThroughBigseg(t *testing.T) {
 
 	t.Run("a token bigseg does not accept is STORE_ERROR", func(t *testing.T) {
 		log := ldlogtest.NewMockLog()
-		client := sdkClient(t, bigseg.URL, "not-"+token, log)
+		client := sdkClientOf(t, d.store(bigseg.URL, "not-"+token), log)
 		want := evaluation{notIn, ldreason.BigSegmentsStoreError}
 		if got := evaluate(t, client, "alice", ""); got != want {
 			t.Errorf("alice with a wrong token: got %+v, want %+v", got, want)
@@ -198,20 +208,28 @@ func TestSDKEvaluatesThroughBigseg(t *testing.T) {
 // TestSDKStatusFollowsBigseg: the SDK's Big Segment store status goes unavailable, and
 // evaluations get STORE_ERROR, in each way bigseg can fail; and both come back when it
 // recovers, without restarting the SDK. Each phase evaluates contexts the SDK has not cached.
+// In each deployment: unscoped, and through one environment of three (where only that
+// environment's data is made unreadable).
 func TestSDKStatusFollowsBigseg(t *testing.T) {
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) { testSDKStatusFollowsBigseg(t, d) })
+	}
+}
+
+func testSDKStatusFollowsBigseg(t *testing.T, d deployment) {
 	ctx := context.Background()
 	storeError := evaluation{notIn, ldreason.BigSegmentsStoreError}
 	healthy := evaluation{inSegment, ldreason.BigSegmentsHealthy}
 
 	t.Run("bigseg answers STORE_ERROR: its store's data is unreadable", func(t *testing.T) {
 		rc, redisURL := sharedRedis(t)
-		data := ldLayout{rc, testPrefix(t, rc)}
+		data, serve := d.serve(t, rc, testPrefix(t, rc))
 		must(t, data.SetSynchronizedNow(ctx))
 		for _, key := range []string{"alice-1", "alice-2", "alice-3"} {
 			must(t, data.SetMembership(ctx, hashOf(key), []string{segmentRef}, nil))
 		}
-		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_PREFIX="+data.prefix)
-		client := sdkClient(t, bigseg.URL, "", ldlogtest.NewMockLog())
+		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, serve)
+		client := sdkClientOf(t, d.store(bigseg.URL, ""), ldlogtest.NewMockLog())
 		waitAvailable(t, client, true)
 		if got := evaluate(t, client, "alice-1", ""); got != healthy {
 			t.Fatalf("before: got %+v, want %+v", got, healthy)
@@ -234,7 +252,7 @@ func TestSDKStatusFollowsBigseg(t *testing.T) {
 
 	t.Run("bigseg answers 503: Redis stopped and restarted", func(t *testing.T) {
 		redis := startRedis(t)
-		data := ldLayout{redis.Client(t), "launchdarkly"}
+		data, serve := d.serve(t, redis.Client(t), "launchdarkly")
 		write := func(keys ...string) {
 			must(t, data.SetSynchronizedNow(ctx))
 			for _, key := range keys {
@@ -242,8 +260,8 @@ func TestSDKStatusFollowsBigseg(t *testing.T) {
 			}
 		}
 		write("alice-1", "alice-2")
-		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redis.URL(), "BIGSEG_REDIS_DIAL_TIMEOUT=200ms")
-		client := sdkClient(t, bigseg.URL, "", ldlogtest.NewMockLog())
+		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redis.URL(), serve, "BIGSEG_REDIS_DIAL_TIMEOUT=200ms")
+		client := sdkClientOf(t, d.store(bigseg.URL, ""), ldlogtest.NewMockLog())
 		waitAvailable(t, client, true)
 		if got := evaluate(t, client, "alice-1", ""); got != healthy {
 			t.Fatalf("before: got %+v, want %+v", got, healthy)
@@ -265,13 +283,13 @@ func TestSDKStatusFollowsBigseg(t *testing.T) {
 
 	t.Run("bigseg down and restarted", func(t *testing.T) {
 		rc, redisURL := sharedRedis(t)
-		data := ldLayout{rc, testPrefix(t, rc)}
+		data, serve := d.serve(t, rc, testPrefix(t, rc))
 		must(t, data.SetSynchronizedNow(ctx))
 		for _, key := range []string{"alice-1", "alice-2", "alice-3"} {
 			must(t, data.SetMembership(ctx, hashOf(key), []string{segmentRef}, nil))
 		}
-		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_PREFIX="+data.prefix)
-		client := sdkClient(t, bigseg.URL, "", ldlogtest.NewMockLog())
+		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, serve)
+		client := sdkClientOf(t, d.store(bigseg.URL, ""), ldlogtest.NewMockLog())
 		waitAvailable(t, client, true)
 		if got := evaluate(t, client, "alice-1", ""); got != healthy {
 			t.Fatalf("before: got %+v, want %+v", got, healthy)

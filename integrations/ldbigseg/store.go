@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +35,7 @@ const userAgent = "ldbigseg-go"
 type Store struct {
 	membershipURL string // ".../memberships?contextHash=": the escaped hash is appended
 	statusURL     string
+	environment   string // the environment asked about (StoreBuilder.Environment), or ""
 	token         string
 	client        *http.Client
 	owned         *http.Transport // the transport of the store's own client; nil with HTTPClient
@@ -50,10 +53,15 @@ type Store struct {
 
 var _ subsystems.BigSegmentStore = (*Store)(nil)
 
-func newStore(base *url.URL, token string, client *http.Client, timeout time.Duration, b bounds) *Store {
+func newStore(base *url.URL, environment, token string, client *http.Client, timeout time.Duration, b bounds) *Store {
+	routes := base.String()
+	if environment != "" {
+		routes += "/environments/" + environment // path-safe: checkEnvironment
+	}
 	s := &Store{
-		membershipURL: base.String() + "/memberships?contextHash=",
-		statusURL:     base.String() + "/status",
+		membershipURL: routes + "/memberships?contextHash=",
+		statusURL:     routes + "/status",
+		environment:   environment,
 		token:         token,
 		client:        client,
 		timeout:       timeout,
@@ -88,10 +96,11 @@ func newTransport() *http.Transport {
 }
 
 // GetMembership asks bigseg for the memberships of one context hash: one
-// GET /memberships?contextHash=. No membership is an empty membership (the nil-map value of
-// ldstoreimpl.NewBigSegmentMembershipFromSegmentRefs, as LaunchDarkly's own stores return);
-// an answer that is not a usable one is an error, and so is one over the bounds (MaxRefs,
-// MaxRefBytes), which is read only as far as the first ref over them (decodeLookup).
+// GET /memberships?contextHash= (under /environments/{name}/ with Environment). No membership
+// is an empty membership (the nil-map value of ldstoreimpl.NewBigSegmentMembershipFromSegmentRefs,
+// as LaunchDarkly's own stores return); an answer that is not a usable one is an error, and so
+// is one over the bounds (MaxRefs, MaxRefBytes), which is read only as far as the first ref
+// over them (decodeLookup).
 func (s *Store) GetMembership(contextHash string) (subsystems.BigSegmentMembership, error) {
 	var body lookup
 	a, err := s.get(opMembership, s.membershipURL+url.QueryEscape(contextHash), func(r io.Reader) (err error) {
@@ -135,10 +144,12 @@ func (s *Store) GetMembership(contextHash string) (subsystems.BigSegmentMembersh
 	return ldstoreimpl.NewBigSegmentMembershipFromSegmentRefs(included, excluded), nil
 }
 
-// GetMetadata asks bigseg for its status: one GET /status, which bigseg answers from its last
-// poll of its store. lastSynchronizedOn is the SDK's LastUpToDate (0: never synchronized, which
-// the SDK takes as stale); "available": false is an error, so the SDK reports the store as
-// unavailable. Fields this version does not know are ignored.
+// GetMetadata asks bigseg for its status: one GET /status (under /environments/{name}/ with
+// Environment), which bigseg answers from its last poll of its store. lastSynchronizedOn is the
+// SDK's LastUpToDate (0: never synchronized, which the SDK takes as stale); "available": false
+// is an error, so the SDK reports the store as unavailable. Fields this version does not know
+// are ignored. A bigseg serving several environments answers the unscoped /status with every
+// environment's: an error that says to set Environment.
 func (s *Store) GetMetadata() (subsystems.BigSegmentStoreMetadata, error) {
 	var none subsystems.BigSegmentStoreMetadata
 	a, err := s.get(opStatus, s.statusURL, nil)
@@ -149,14 +160,23 @@ func (s *Store) GetMetadata() (subsystems.BigSegmentStoreMetadata, error) {
 		return none, fmt.Errorf("%s: %w", opStatus, s.httpError(a))
 	}
 	var body struct {
-		Available          *bool            `json:"available"`
-		LastSynchronizedOn *int64           `json:"lastSynchronizedOn"`
-		CheckedAt          *json.RawMessage `json:"checkedAt"`
+		Available          *bool                      `json:"available"`
+		LastSynchronizedOn *int64                     `json:"lastSynchronizedOn"`
+		CheckedAt          *json.RawMessage           `json:"checkedAt"`
+		Environment        *string                    `json:"environment"`
+		Environments       map[string]json.RawMessage `json:"environments"`
 	}
 	if err := json.Unmarshal(a.body, &body); err != nil {
 		return none, s.badBody(opStatus, a, err)
 	}
 	switch {
+	case body.Available == nil && body.Environments != nil:
+		names := slices.Sorted(maps.Keys(body.Environments))
+		return none, fmt.Errorf("%s: bigseg serves several environments (%s): set the store's Environment to one of them",
+			opStatus, cleanMessage(strings.Join(names, ", "), s.token))
+	case s.environment != "" && body.Environment != nil && *body.Environment != s.environment:
+		return none, s.badBody(opStatus, a, fmt.Errorf("the answer is for environment %q, not %q",
+			cleanMessage(*body.Environment, s.token), s.environment))
 	case body.Available == nil:
 		return none, s.badBody(opStatus, a, errors.New(`no "available"`))
 	case !*body.Available && (body.CheckedAt == nil || string(*body.CheckedAt) == "null"):
@@ -293,7 +313,7 @@ func (s *Store) requestError(op string, err error) error {
 
 // httpError describes an answer whose status code is not 200.
 func (s *Store) httpError(a *answer) *HTTPError {
-	e := &HTTPError{StatusCode: a.code, RetryAfter: cleanMessage(a.header.Get("Retry-After"), s.token)}
+	e := &HTTPError{StatusCode: a.code, RetryAfter: cleanMessage(a.header.Get("Retry-After"), s.token), environment: s.environment}
 	var body struct {
 		Error string `json:"error"`
 	}

@@ -3,7 +3,9 @@ package ldbigseg_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/launchdarkly/go-server-sdk/v7/subsystems"
@@ -111,4 +113,81 @@ type failingConfigurer struct{ err error }
 
 func (f failingConfigurer) Build(subsystems.ClientContext) (subsystems.BigSegmentStore, error) {
 	return nil, f.err
+}
+
+// TestBigSegmentStoreSuiteThroughAnEnvironment runs the same suite through one environment of
+// a bigseg serving three (BIGSEG_ENVIRONMENTS, a prefix each on the shared Redis, cache off),
+// with the store's Environment and a bearer token. The suite's data is staging's; production
+// and qa hold other data for the suite's context hash and another synchronization time, which
+// a store reading another environment, or bigseg answering with one, would return.
+func TestBigSegmentStoreSuiteThroughAnEnvironment(t *testing.T) {
+	rc, redisURL := sharedRedis(t)
+	const env, token = "staging", "suite-T0ken"
+	layouts := map[string]ldLayout{}
+	var pairs []string
+	for _, name := range []string{"production", env, "qa"} {
+		layouts[name] = ldLayout{rc, testPrefix(t, rc)}
+		pairs = append(pairs, name+"="+layouts[name].prefix)
+	}
+	ctx := context.Background()
+	for _, other := range []string{"production", "qa"} {
+		must(t, layouts[other].SetSynchronizedOn(ctx, 999))
+		must(t, layouts[other].SetMembership(ctx, "userhash", []string{"other-environment.g1"}, []string{"key1", "key2"}))
+	}
+	bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_ENVIRONMENTS="+strings.Join(pairs, ","),
+		"BIGSEG_CACHE_SIZE=0", "BIGSEG_API_TOKENS="+token)
+	reported := func(ms int64) error {
+		return bigseg.WaitEnvironmentStatus(env, fmt.Sprintf("lastSynchronizedOn %d", ms), func(st statusBody) bool {
+			return st.Available && st.LastSynchronizedOn == ms
+		})
+	}
+	// staging: the suite names only the default prefix, "".
+	staging := func(prefix string) (ldLayout, error) {
+		if prefix != "" {
+			return ldLayout{}, fmt.Errorf("the suite named prefix %q; this test serves it only the environment %s", prefix, env)
+		}
+		return layouts[env], nil
+	}
+
+	var built atomic.Int64
+	storetest.NewBigSegmentStoreTestSuite(
+		func(prefix string) subsystems.ComponentConfigurer[subsystems.BigSegmentStore] {
+			if _, err := staging(prefix); err != nil {
+				return failingConfigurer{err}
+			}
+			built.Add(1)
+			return ldbigseg.BigSegmentStore().BaseURL(bigseg.URL).Environment(env).BearerToken(token)
+		},
+		func(prefix string) error {
+			l, err := staging(prefix)
+			if err != nil {
+				return err
+			}
+			if err := l.Clear(ctx); err != nil {
+				return err
+			}
+			return reported(0)
+		},
+		func(prefix string, md subsystems.BigSegmentStoreMetadata) error {
+			l, err := staging(prefix)
+			if err != nil {
+				return err
+			}
+			if err := l.SetSynchronizedOn(ctx, int64(md.LastUpToDate)); err != nil {
+				return err
+			}
+			return reported(int64(md.LastUpToDate))
+		},
+		func(prefix, hash string, included, excluded []string) error {
+			l, err := staging(prefix)
+			if err != nil {
+				return err
+			}
+			return l.SetMembership(ctx, hash, included, excluded) // bigseg's cache is off
+		},
+	).Run(t)
+
+	if built.Load() == 0 {
+		t.Error("the suite never built a store: it tested nothing")
+	}
 }

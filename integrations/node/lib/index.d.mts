@@ -8,6 +8,17 @@ export interface BigsegOptions {
    */
   baseUrl?: string;
   /**
+   * The environment to read, of a bigseg serving several (BIGSEG_ENVIRONMENTS): the store then
+   * asks /environments/{name}/memberships and /environments/{name}/status, which only that
+   * environment's data answers. Lower-case letters, digits, `-` and `_`, starting with a letter
+   * or digit, at most 63 characters, as bigseg's names; another throws a TypeError.
+   * Surrounding white space is ignored. Default none (or ""): the unscoped routes, which a
+   * bigseg serving one environment answers (that environment is also named `default`). bigseg
+   * answers 404 (kind `HTTP`) for an environment it does not serve, and 403 for a bearer token
+   * that does not open this one.
+   */
+  environment?: string;
+  /**
    * Sent as `Authorization: Bearer <token>`, for a bigseg that requires one
    * (BIGSEG_API_TOKENS). Surrounding white space is ignored. Never appears in errors or logs.
    */
@@ -42,10 +53,12 @@ export type BigsegErrorKind = 'STORE_UNAVAILABLE' | 'HTTP' | 'BAD_RESPONSE' | 'T
 export declare class BigsegError extends Error {
   /**
    * `STORE_UNAVAILABLE`: bigseg says its store cannot be read (503 or 200 with status
-   * STORE_ERROR, or /status with available false). `HTTP`: another status code. `BAD_RESPONSE`:
-   * not bigseg's JSON. `TOO_LARGE`: over the store's bounds (maxRefs, maxRefBytes, or a body
-   * longer than any answer within them). `TIMEOUT`, `TRANSPORT`: no answer. `CLOSED`: the store
-   * was closed.
+   * STORE_ERROR, or /status with available false). `HTTP`: another status code (404 for an
+   * environment bigseg does not serve, 403 for a token that does not open it). `BAD_RESPONSE`:
+   * not bigseg's JSON, or not the answer asked for (another environment's status, or every
+   * environment's without the environment option). `TOO_LARGE`: over the store's bounds
+   * (maxRefs, maxRefBytes, or a body longer than any answer within them). `TIMEOUT`,
+   * `TRANSPORT`: no answer. `CLOSED`: the store was closed.
    */
   readonly kind: BigsegErrorKind;
   /** The answer's status code, when there was an answer. */

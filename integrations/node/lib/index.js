@@ -9,7 +9,9 @@
  *
  * The SDK keeps its membership cache and status poller in front of the store: it calls
  * getUserMembership only on a cache miss (one GET /memberships?contextHash=...) and getMetadata
- * at each status poll (one GET /status, which bigseg answers from its own last poll). Every
+ * at each status poll (one GET /status, which bigseg answers from its own last poll); with the
+ * environment option, those of one environment of a bigseg serving several
+ * (/environments/{name}/memberships and /environments/{name}/status). Every
  * answer that is not a usable one rejects with a BigsegError, so that the SDK reports the store
  * as unavailable and evaluations get bigSegmentsStatus "STORE_ERROR", as with Redis.
  *
@@ -68,8 +70,11 @@ const OP_STATUS = 'bigseg status';
  *
  * - `STORE_UNAVAILABLE`: bigseg says its store cannot be read (a 503 with status STORE_ERROR, a
  *   200 lookup with status STORE_ERROR, or /status with "available": false);
- * - `HTTP`: another status code (`status`, and `retryAfter` for a 429);
- * - `BAD_RESPONSE`: a 200 that is not bigseg's JSON;
+ * - `HTTP`: another status code (`status`, and `retryAfter` for a 429); bigseg answers 404 for
+ *   an environment it does not serve (or, while it serves several, a lookup naming none), and
+ *   403 for a bearer token that does not open the environment;
+ * - `BAD_RESPONSE`: a 200 that is not bigseg's JSON, or not the answer asked for (another
+ *   environment's status; every environment's, when the environment option is not set);
  * - `TOO_LARGE`: an answer over the store's bounds: more segment refs than maxRefs, more bytes of
  *   refs than maxRefBytes, or a body longer than any answer within them can be;
  * - `TIMEOUT`: no whole answer within timeoutMs;
@@ -91,9 +96,15 @@ class BigsegError extends Error {
 const STATUS_HINTS = {
   400: 'bigseg rejected the request',
   401: 'bigseg requires a bearer token and did not accept this one, or none was set',
-  403: 'forbidden',
-  404: "no such route: is the base URL bigseg's?",
+  403: 'forbidden: a bearer token scoped to some environments needs the environment option set to one of them',
+  404: "no such route: is the base URL bigseg's? One serving several environments needs the environment option set",
   429: 'bigseg is shedding load',
+};
+
+/** The hints of a store with the environment option: what bigseg's 403 and 404 then mean. */
+const ENVIRONMENT_HINTS = {
+  403: (env) => `the bearer token does not open environment "${env}"`,
+  404: (env) => `bigseg does not serve environment "${env}", or the base URL is not bigseg's`,
 };
 const REDIRECT_HINT = "a redirect, which the store does not follow: set the base URL to bigseg's own address";
 
@@ -112,6 +123,12 @@ function cleanMessage(text, token) {
 
 /** RFC 6750 b64token: what a bearer token may hold. */
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
+ * What bigseg accepts as an environment's name (BIGSEG_ENVIRONMENTS): safe in a path as it is,
+ * so the store never escapes it.
+ */
+const ENVIRONMENT_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 /** Checks the options and returns the store's settings. Errors never quote the token. */
 function resolveOptions(options) {
@@ -132,6 +149,19 @@ function resolveOptions(options) {
     throw new TypeError('bigseg baseUrl: must not have a query or a fragment');
   }
   const base = url.origin + url.pathname.replace(/\/+$/, '');
+
+  let environment = opts.environment === undefined || opts.environment === null ? '' : opts.environment;
+  if (typeof environment !== 'string') {
+    throw new TypeError('bigseg environment: must be a string');
+  }
+  environment = environment.trim();
+  if (environment && !ENVIRONMENT_PATTERN.test(environment)) {
+    const quoted = JSON.stringify(environment.length > 70 ? `${environment.slice(0, 64)}...` : environment);
+    throw new TypeError(
+      `bigseg environment: ${quoted} is not an environment name: lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (as in BIGSEG_ENVIRONMENTS)`,
+    );
+  }
+  const routes = environment ? `${base}/environments/${environment}` : base;
 
   const token = opts.bearerToken === undefined || opts.bearerToken === null ? '' : String(opts.bearerToken).trim();
   if (token && !TOKEN_PATTERN.test(token)) {
@@ -154,10 +184,11 @@ function resolveOptions(options) {
   if (token) headers.authorization = `Bearer ${token}`;
   return {
     base,
+    environment,
     host: url.host,
     plainHttpOffHost: url.protocol === 'http:' && !isLoopback(url.hostname),
-    membershipUrl: `${base}/memberships?contextHash=`,
-    statusUrl: `${base}/status`,
+    membershipUrl: `${routes}/memberships?contextHash=`,
+    statusUrl: `${routes}/status`,
     token,
     headers,
     timeoutMs,
@@ -183,9 +214,11 @@ function isLoopback(hostname) {
 /**
  * Returns the factory that the SDK's `bigSegments.store` option takes.
  *
- * @param {{ baseUrl?: string, bearerToken?: string, timeoutMs?: number, maxRefs?: number, maxRefBytes?: number }} [options]
+ * @param {{ baseUrl?: string, environment?: string, bearerToken?: string, timeoutMs?: number, maxRefs?: number, maxRefBytes?: number }} [options]
  *   `baseUrl`: bigseg's address, with a path if it is served under one (default
- *   http://localhost:8080). `bearerToken`: sent as `Authorization: Bearer ...` when bigseg
+ *   http://localhost:8080). `environment`: the environment to read, of a bigseg serving several
+ *   (BIGSEG_ENVIRONMENTS): the store then uses the routes under /environments/{name}/ (default
+ *   none: the unscoped routes). `bearerToken`: sent as `Authorization: Bearer ...` when bigseg
  *   requires one (BIGSEG_API_TOKENS). `timeoutMs`: bound of each request (default 3000; zero or
  *   less means the default). `maxRefs`, `maxRefBytes`: the most segment refs, and bytes of
  *   refs, one membership answer may hold (default 1000 and 65536; zero or less means the
@@ -196,7 +229,7 @@ function BigsegBigSegmentStore(options) {
   return (clientContext) => {
     const logger = clientContext && clientContext.basicConfiguration && clientContext.basicConfiguration.logger;
     if (logger) {
-      logger.info(`Big Segment store: bigseg at ${settings.base}`);
+      logger.info(`Big Segment store: bigseg at ${settings.base}${settings.environment ? `, environment ${settings.environment}` : ''}`);
       if (settings.token && settings.plainHttpOffHost) {
         logger.warn(`Big Segment store: the bigseg bearer token is sent to ${settings.host} over plain HTTP; use https:// off the local host`);
       }
@@ -213,11 +246,26 @@ class BigsegStore {
     this._inflight = new Set();
   }
 
-  /** GET /status: lastSynchronizedOn as lastUpToDate (absent when never synchronized). */
+  /**
+   * GET /status: lastSynchronizedOn as lastUpToDate (absent when never synchronized). A bigseg
+   * serving several environments answers the unscoped /status with every environment's: that
+   * rejects, saying to set the environment option.
+   */
   async getMetadata() {
     const a = await this._get(OP_STATUS, this._s.statusUrl);
     if (a.status !== 200) throw this._httpError(OP_STATUS, a);
     const body = this._parse(OP_STATUS, a);
+    const env = this._s.environment;
+    if (body !== null && typeof body === 'object' && body.available === undefined && isObject(body.environments)) {
+      const names = cleanMessage(Object.keys(body.environments).sort().join(', '), this._s.token);
+      throw new BigsegError(`${OP_STATUS}: bigseg serves several environments (${names}): set the store's environment option to one of them`, {
+        kind: 'BAD_RESPONSE',
+        status: 200,
+      });
+    }
+    if (env && body !== null && typeof body === 'object' && body.environment !== undefined && body.environment !== env) {
+      throw this._badResponse(OP_STATUS, a, `the answer is for environment ${JSON.stringify(cleanMessage(body.environment, this._s.token))}, not "${env}"`);
+    }
     if (body === null || typeof body !== 'object' || typeof body.available !== 'boolean') {
       throw this._badResponse(OP_STATUS, a, 'no "available"');
     }
@@ -345,7 +393,8 @@ class BigsegStore {
   _httpError(op, a) {
     const token = this._s.token;
     let status = a.status;
-    let hint = STATUS_HINTS[status];
+    const env = this._s.environment;
+    let hint = env && ENVIRONMENT_HINTS[status] ? ENVIRONMENT_HINTS[status](env) : STATUS_HINTS[status];
     if ((status >= 300 && status < 400) || a.type === 'opaqueredirect') hint = REDIRECT_HINT;
     if (status === 0) status = 302; // an opaque redirect (browsers) hides its code
     let message = '';
@@ -362,6 +411,10 @@ class BigsegStore {
     if (message) text += `: ${message}`;
     return new BigsegError(text, { kind: 'HTTP', status, retryAfter: retryAfter || undefined });
   }
+}
+
+function isObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 const overRefs = (max) => `more than ${max} segment refs (maxRefs)`;

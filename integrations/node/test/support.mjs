@@ -102,14 +102,15 @@ export async function startBigseg(bin, settings = {}) {
     url: `http://${addr}`,
     settings,
     log: () => log,
-    async status() {
-      const res = await fetch(`${p.url}/status`);
+    /** GET /status, or with env GET /environments/{env}/status. */
+    async status(env) {
+      const res = await fetch(env ? `${p.url}/environments/${env}/status` : `${p.url}/status`);
       return res.json();
     },
-    async waitStatus(what, cond) {
-      await waitFor(`bigseg ${what}`, async () => {
+    async waitStatus(what, cond, env) {
+      await waitFor(`bigseg ${what}${env ? ` in ${env}` : ''}`, async () => {
         try {
-          return cond(await p.status());
+          return cond(await p.status(env));
         } catch {
           return false;
         }
@@ -129,7 +130,9 @@ export async function startBigseg(bin, settings = {}) {
     restart: () => startBigseg(bin, { ...settings, BIGSEG_ADDR: addr }),
   };
   try {
-    await p.waitStatus('first status poll', (st) => st.checkedAt !== null);
+    // With several environments (BIGSEG_ENVIRONMENTS), /status is each one's, by name.
+    const polled = (st) => st.checkedAt !== null && st.checkedAt !== undefined;
+    await p.waitStatus('first status poll', (st) => (st.environments ? Object.values(st.environments).every(polled) : polled(st)));
   } catch (err) {
     await p.kill();
     throw err;
@@ -284,6 +287,36 @@ export class LDLayout {
       if (keys.length) await this.c.command('DEL', ...keys);
       cursor = next;
     } while (cursor !== '0');
+  }
+}
+
+/**
+ * Writes a test's data under its prefix and, under the other prefixes (other environments'),
+ * the opposite: each context's included refs excluded and its excluded refs included, and
+ * fresh data stale and stale data fresh; so that a store reading another environment than its
+ * own, or a bigseg answering with another's, evaluates differently.
+ */
+export class MirroredLayout extends LDLayout {
+  constructor(client, prefix, otherPrefixes = []) {
+    super(client, prefix);
+    this.others = otherPrefixes.map((p) => new LDLayout(client, p));
+  }
+
+  /** The others get an hour before ms if it is fresh (within the SDK's 2 min), else now. */
+  async setSynchronizedOn(ms) {
+    await super.setSynchronizedOn(ms);
+    const opposite = Date.now() - ms < 120000 ? ms - 3600000 : Date.now();
+    for (const o of this.others) await o.setSynchronizedOn(opposite);
+  }
+
+  async setMembership(hash, included = [], excluded = []) {
+    await super.setMembership(hash, included, excluded);
+    for (const o of this.others) await o.setMembership(hash, excluded, included);
+  }
+
+  async clear() {
+    await super.clear();
+    for (const o of this.others) await o.clear();
   }
 }
 

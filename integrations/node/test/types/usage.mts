@@ -5,7 +5,14 @@ import { BigsegBigSegmentStore, BigsegError, type BigsegErrorKind } from '@bigse
 
 const options: LDOptions = {
   bigSegments: {
-    store: BigsegBigSegmentStore({ baseUrl: 'http://bigseg:8080', bearerToken: 'tok', timeoutMs: 2000, maxRefs: 500, maxRefBytes: 32768 }),
+    store: BigsegBigSegmentStore({
+      baseUrl: 'http://bigseg:8080',
+      environment: 'production',
+      bearerToken: 'tok',
+      timeoutMs: 2000,
+      maxRefs: 500,
+      maxRefBytes: 32768,
+    }),
   },
 };
 export const client = init('sdk-key', options);
