@@ -16,6 +16,7 @@ import (
 // command is how one command is answered: arity is its number of arguments, the name
 // included (negative: at least -arity), and open says whether it needs no AUTH first.
 type command struct {
+	name  string // its key in commands, set by init
 	run   func(s *Server, c *conn, args [][]byte)
 	arity int
 	open  bool
@@ -41,11 +42,34 @@ var commands = map[string]command{
 	"reset":   {run: (*Server).reset, arity: 1, open: true},
 }
 
+func init() {
+	for name, cmd := range commands {
+		cmd.name = name
+		commands[name] = cmd
+	}
+}
+
 // dispatch answers one command.
 func (s *Server) dispatch(c *conn, args [][]byte) {
 	start := time.Now()
-	name := strings.ToLower(string(args[0]))
-	cmd, known := commands[name]
+	c.now = start
+	// The name in lower case in a buffer of the stack: looking it up allocates nothing.
+	var lower [16]byte
+	raw, known := args[0], false
+	var cmd command
+	if len(raw) <= len(lower) {
+		for i, b := range raw {
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			lower[i] = b
+		}
+		cmd, known = commands[string(lower[:len(raw)])]
+	}
+	name := cmd.name
+	if !known {
+		name = strings.ToLower(string(raw))
+	}
 	label := name
 	before := len(c.out)
 	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
@@ -127,35 +151,37 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 	if !s.opens(c, env) {
 		return
 	}
-	if err := validHash(hash); err != nil {
-		c.out = redcon.AppendError(c.out, "ERR "+err.Error())
-		return
-	}
 	var a segments.Answer
-	if p := c.prev; p.env == env && p.hash == hash && p.kind != kind && time.Since(p.at) < pairWindow {
-		a = p.answer
+	if p := c.prev; p.env == env && p.hash == hash && p.kind != kind && c.now.Sub(p.at) < pairWindow {
+		a = p.answer // its hash was checked with it
 	} else {
+		if err := validHash(hash); err != nil {
+			c.out = redcon.AppendError(c.out, "ERR "+err.Error())
+			return
+		}
 		if !s.cfg.Shed.Admit(context.Background()) {
 			c.out = redcon.AppendError(c.out, "BUSY "+guard.TooBusy)
 			return
 		}
 		a = env.Service.LookupHash(context.Background(), hash)
 		s.cfg.Shed.Release()
-		c.last = lookup{env: env, hash: hash, kind: kind, answer: a, at: time.Now()}
+		c.last = lookup{env: env, hash: hash, kind: kind, answer: a, at: c.now}
 	}
 	if a.Err != nil {
 		c.out = redcon.AppendError(c.out, "ERR the Big Segment store could not be read")
 		return
 	}
-	refs := make([]string, 0, a.Membership.Len())
-	for ref, included := range a.Membership.All() {
-		if included == (kind == keyInclude) {
-			refs = append(refs, ref)
+	want, n := kind == keyInclude, 0 // counted first, so that no slice of the refs is made
+	for _, included := range a.Membership.All() {
+		if included == want {
+			n++
 		}
 	}
-	c.out = redcon.AppendArray(c.out, len(refs))
-	for _, r := range refs {
-		c.out = redcon.AppendBulkString(c.out, r)
+	c.out = redcon.AppendArray(c.out, n)
+	for ref, included := range a.Membership.All() {
+		if included == want {
+			c.out = redcon.AppendBulkString(c.out, ref)
+		}
 	}
 }
 

@@ -55,6 +55,12 @@ func (ks keys) parse(k string) (env *Environment, kind int, hash string) {
 		infix string
 		kind  int
 	}{{includeInfix, keyInclude}, {excludeInfix, keyExclude}} {
+		// A SHA-256 hash is 44 characters: where the infix is just before the last 44 and they
+		// hold no ':', it is the last one (it ends with ':'), and the search is not needed.
+		if i := len(k) - sha256HashLen - len(set.infix); i >= 0 && k[i:i+len(set.infix)] == set.infix &&
+			strings.IndexByte(k[i+len(set.infix):], ':') < 0 {
+			return ks.byPrefix[k[:i]], set.kind, k[i+len(set.infix):]
+		}
 		if i := strings.LastIndex(k, set.infix); i >= 0 && !strings.Contains(k[i+len(set.infix):], ":") {
 			return ks.byPrefix[k[:i]], set.kind, k[i+len(set.infix):]
 		}
@@ -62,5 +68,35 @@ func (ks keys) parse(k string) (env *Environment, kind int, hash string) {
 	return nil, 0, ""
 }
 
-// validHash reports why hash cannot be a context hash, as segments.ValidateHash does.
-func validHash(hash string) error { return segments.ValidateHash(hash) }
+// validHash reports why hash cannot be a context hash, as segments.ValidateHash does. A
+// SHA-256 hash in canonical base64 (44 characters, one '=', the last character's two unused
+// bits zero) is checked here without decoding it; anything else is left to ValidateHash.
+func validHash(hash string) error {
+	if len(hash) == sha256HashLen && hash[43] == '=' && base64Value[hash[42]]&3 == 0 {
+		ok := true
+		for i := range 43 {
+			ok = ok && base64Value[hash[i]] != invalid
+		}
+		if ok {
+			return nil
+		}
+	}
+	return segments.ValidateHash(hash)
+}
+
+const invalid = 0xff
+
+// sha256HashLen is the length of a SHA-256 hash in padded base64.
+const sha256HashLen = 44
+
+// base64Value is the value of each character of the standard base64 alphabet, invalid for the
+// others ('=' included).
+var base64Value = func() (t [256]byte) {
+	for i := range t {
+		t[i] = invalid
+	}
+	for i, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/" {
+		t[c] = byte(i)
+	}
+	return t
+}()

@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"github.com/bigseg/bigseg/segments"
+
 	"errors"
 	"io"
 	"slices"
@@ -92,4 +94,19 @@ func FuzzRESPReaderRoundTrip(f *testing.F) {
 			t.Errorf("read %q, want %q", got, want)
 		}
 	})
+}
+
+// validHash's shortcut for SHA-256 hashes says what segments.ValidateHash says.
+func TestValidHashAgreesWithValidateHash(t *testing.T) {
+	h := segments.Hash("alice")
+	cases := []string{h, segments.Hash(""), h[:42] + "B=", h[:42] + "A=", h[:43] + "A", h[:10] + "-" + h[11:], h[:10] + "=" + h[11:],
+		h + "=", h[:40], "", "QQ==", "QR=="}
+	for i := range 64 {
+		cases = append(cases, segments.Hash(strings.Repeat("x", i)))
+	}
+	for _, c := range cases {
+		if got, want := validHash(c) == nil, segments.ValidateHash(c) == nil; got != want {
+			t.Errorf("%q: valid %v, ValidateHash says %v", c, got, want)
+		}
+	}
 }

@@ -221,9 +221,10 @@ type conn struct {
 	scope   *guard.Scope // what the token of its AUTH opens
 	failed  int          // AUTHs that failed
 	name    string
-	last    lookup // the lookup of the command being answered, if an SMEMBERS
-	prev    lookup // that of the command before: see (*Server).smembers
-	closing bool   // QUIT or too many failed AUTHs: close once the answers are sent
+	now     time.Time // when the command being answered began
+	last    lookup    // the lookup of the command being answered, if an SMEMBERS
+	prev    lookup    // that of the command before: see (*Server).smembers
+	closing bool      // QUIT or too many failed AUTHs: close once the answers are sent
 }
 
 // serve reads and answers c's commands until it closes, fails, or the server drains.
