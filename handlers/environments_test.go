@@ -43,7 +43,9 @@ func threeEnvironments(t *testing.T, cfg handlers.Config) (*httptest.Server, map
 // neverSynchronized is a store that answers, but was never synchronized.
 type neverSynchronized struct{ emptyStore }
 
-func (neverSynchronized) Metadata(context.Context) (segments.Metadata, error) { return segments.Metadata{}, nil }
+func (neverSynchronized) Metadata(context.Context) (segments.Metadata, error) {
+	return segments.Metadata{}, nil
+}
 
 type emptyStore struct{}
 
