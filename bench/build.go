@@ -10,20 +10,21 @@ import (
 
 // binaries are the programs a run builds.
 type binaries struct {
-	server, ceiling, wrapper string
-	baseline, baselineSrc    string // the baseline's server and source tree
-	baselineCommit           string
+	server, ceiling, wrapper, respload string
+	baseline, baselineSrc              string // the baseline's server and source tree
+	baselineCommit                     string
 }
 
 // build builds the current tree's server, the ceilings and the wrapper, and with -baseline
 // the server at that revision in a temporary git worktree, which the returned func removes.
 func build(ctx context.Context, o options, tmp string) (binaries, func(), error) {
 	bins := binaries{server: filepath.Join(tmp, "server"), ceiling: filepath.Join(tmp, "ceiling"),
-		wrapper: filepath.Join(tmp, "ldwrapper")}
+		wrapper: filepath.Join(tmp, "ldwrapper"), respload: filepath.Join(tmp, "respload")}
 	logf("building the server, the ceilings and the LaunchDarkly wrapper")
 	steps := []struct{ dir, out, pkg string }{
 		{".", bins.server, "./cmd/server"},
 		{".", bins.ceiling, "./bench/ceiling"},
+		{".", bins.respload, "./bench/respload"},
 		{"bench/ldwrapper", bins.wrapper, "."}, // a module of its own
 	}
 	for _, s := range steps {

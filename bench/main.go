@@ -7,7 +7,7 @@
 // measure how the load generator and the server fight for CPU. See BENCHMARKS.md.
 //
 //	bench/run [-scenarios hot,cold,zipf,batch,redis,storm,memory] [-rounds 3] [-duration 6s]
-//	          [-baseline REV] [-env NAME=VALUE] [-baseline-env NAME=VALUE] [-profile]
+//	          [-baseline REV] [-env NAME=VALUE] [-baseline-env NAME=VALUE] [-profile] [-resp]
 package main
 
 import (
@@ -34,6 +34,7 @@ type options struct {
 	threads     int
 	scenarios   map[string]bool
 	wrapper     bool
+	resp        bool // also bigseg over its Redis-protocol listener (hot, zipf)
 	profile     bool
 	outDir      string
 	env         []string // extra environment of every bigseg server
@@ -56,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads")
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run")
 	fs.BoolVar(&o.wrapper, "wrapper", true, "measure the LaunchDarkly SDK wrapper too (hot, cold, zipf)")
+	fs.BoolVar(&o.resp, "resp", false, "also measure bigseg over its Redis-protocol listener (hot, zipf), driven by bench/respload: an SDK's two SMEMBERS per lookup")
 	fs.BoolVar(&o.profile, "profile", false, "after the rounds, take CPU profiles of bigseg and the wrapper in each scenario")
 	fs.StringVar(&o.outDir, "out", "bench/results", "directory for the report and profiles")
 	fs.StringVar(&o.baseline, "baseline", "", "git revision of bigseg to measure beside the current tree (A/B), or a patch (bench/ab/*.patch) applied to HEAD")

@@ -119,6 +119,9 @@ func (b *bench) cpuTimes(s *system) (server, redis time.Duration, err error) {
 // the same stretch of keys), so that they see the same keys.
 func (b *bench) drive(ctx context.Context, s *system, d time.Duration, round int, zipfStart int64) (wrkResult, error) {
 	seed, n := strconv.Itoa(round), strconv.Itoa(b.o.contexts)
+	if s.resp {
+		return b.driveRESP(ctx, s, d, seed, zipfStart)
+	}
 	switch s.scenario {
 	case "hot":
 		return runWrk(ctx, b.o, s.proc.url, b.scripts["uniform"], d, seed, strconv.Itoa(hotKeys))
@@ -134,6 +137,19 @@ func (b *bench) drive(ctx context.Context, s *system, d time.Duration, round int
 		"-redis", b.redis.url, "-prefix", prefix, "-contexts", n, "-workers", strconv.Itoa(b.o.connections),
 		"-duration", d.String(), "-seed", seed)
 	return runSummarized(ctx, "ceiling redis", cmd)
+}
+
+// driveRESP runs bench/respload against the system's Redis-protocol listener for d: the hot
+// keys uniformly, or the Zipf keys from zipfStart, as wrk's scripts do over HTTP.
+func (b *bench) driveRESP(ctx context.Context, s *system, d time.Duration, seed string, zipfStart int64) (wrkResult, error) {
+	args := []string{"-c", b.o.clientCPUs, b.bins.respload, "-addr", s.proc.resp, "-prefix", prefix,
+		"-c", strconv.Itoa(b.o.connections), "-d", d.String()}
+	if s.scenario == "zipf" {
+		args = append(args, "-zipf", b.zipfKeys, "-start", strconv.FormatInt(zipfStart%b.zipfLen, 10))
+	} else {
+		args = append(args, "-keys", strconv.Itoa(hotKeys), "-seed", seed)
+	}
+	return runSummarized(ctx, "respload", exec.CommandContext(ctx, "taskset", args...))
 }
 
 // settledCounters reads the counters once the requests still in flight when the load stopped

@@ -24,6 +24,7 @@ type proc struct {
 	logPath string
 	url     string // http://host:port of an HTTP server
 	pprof   string // http://host:port of its pprof listener, if any
+	resp    string // host:port of its Redis-protocol listener, if any
 }
 
 // procSpec says how to start a proc.

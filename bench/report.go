@@ -43,6 +43,7 @@ func (r *report) write(stdout io.Writer, path string) error {
 	}
 	r.writeTargets(&b, sums)
 	r.writeAB(&b, sums)
+	r.writeRESP(&b, sums)
 	r.writeStormsAndMemory(&b)
 	for _, p := range r.profiles {
 		fmt.Fprintf(&b, "\n### CPU profile: %s\n\n```\n%s```\n", p.system, p.top)
@@ -84,6 +85,11 @@ func (r *report) writeHeader(b *strings.Builder) {
 		"Round trips: bigseg's store reads (one pipeline each); the wrapper's two per store read. "+
 		"*CPU "+o.serverCPUs+" busy* is the share of that CPU the server and Redis used: compare CPU per request between servers that both kept it "+
 		"near 100%; below, something else was the limit (wrk, the machine's other work), and a server that waits spends more per request.")
+	if o.resp {
+		fmt.Fprintf(b, " *%s*: a bigseg server of its own in each configuration (its own cache), with `BIGSEG_RESP_ADDR`, "+
+			"driven by bench/respload pinned like wrk with %d connections, each lookup an SDK's two SMEMBERS (include, then exclude) "+
+			"one after the other on one connection; requests are lookups.", labelRESP, o.connections)
+	}
 	if len(o.env) > 0 {
 		fmt.Fprintf(b, " Every bigseg server also with `%s`.", strings.Join(o.env, " "))
 	}
@@ -168,7 +174,7 @@ func (r *report) writeTargets(b *strings.Builder, sums map[*system]*summary) {
 			f.memory = &r.memory[i]
 		}
 	}
-	fmt.Fprint(b, "\nIssue 10's targets (ratios from this run; in parentheses the range of the rounds' own ratios):\n\n| target | measured | |\n|---|---|---|\n")
+	fmt.Fprint(b, "\nThe targets (ratios from this run; in parentheses the range of the rounds' own ratios):\n\n| target | measured | |\n|---|---|---|\n")
 	for _, t := range evaluate(f) {
 		verdict := "met"
 		if !t.met {
@@ -182,7 +188,7 @@ func (r *report) writeTargets(b *strings.Builder, sums map[*system]*summary) {
 func (r *report) writeAB(b *strings.Builder, sums map[*system]*summary) {
 	var base string
 	for _, s := range r.systems {
-		if s.kind == kindBigseg && s.label != "bigseg" {
+		if s.kind == kindBigseg && s.label != "bigseg" && !s.resp {
 			base = s.label
 		}
 	}
@@ -204,6 +210,30 @@ func (r *report) writeAB(b *strings.Builder, sums map[*system]*summary) {
 		fmt.Fprintf(b, "| %s | %.2f µs | %.2f µs | %s | %s | %s | %s |\n", sc, cur.cpuPerLookup.mean, old.cpuPerLookup.mean,
 			fmtRatio(row.cpu), fmtRatio(row.lookups), hits, row.verdict)
 	}
+}
+
+// writeRESP compares bigseg over its Redis-protocol listener with bigseg over HTTP, scenario
+// by scenario; ratios are RESP's over HTTP's.
+func (r *report) writeRESP(b *strings.Builder, sums map[*system]*summary) {
+	var rows []string
+	for _, sc := range []string{"hot", "zipf"} {
+		over, http := find(sums, labelRESP, sc), find(sums, "bigseg", sc)
+		if over == nil || http == nil {
+			continue
+		}
+		hits := "n/a"
+		if over.hasCounters() && http.hasCounters() {
+			hits = percent(over.hitRatio()) + " / " + percent(http.hitRatio())
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %.2f µs | %.2f µs | %s | %s | %s |", sc, over.cpuPerLookup.mean, http.cpuPerLookup.mean,
+			fmtRatio(pairedRatio(over, http, figCPUPerLookup)), fmtRatio(pairedRatio(over, http, figLookups)), hits))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprint(b, "\nbigseg over RESP against bigseg over HTTP, measured side by side in every round; ratios are RESP's over HTTP's.\n\n"+
+		"| scenario | CPU/lookup over RESP | CPU/lookup over HTTP | CPU ratio | lookups/s ratio | cache hit ratios (RESP / HTTP) |\n|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintln(b, strings.Join(rows, "\n"))
 }
 
 func (r *report) writeStormsAndMemory(b *strings.Builder) {

@@ -36,6 +36,7 @@ const (
 	labelChi     = "bare chi"
 	labelWrapper = "LaunchDarkly wrapper"
 	labelRedis   = "go-redis"
+	labelRESP    = "bigseg over RESP"
 )
 
 // variant is one build and configuration of bigseg: the current tree's, or the baseline's.
@@ -54,6 +55,7 @@ type system struct {
 	kind       kind
 	proc       *proc // nil for the Redis ceiling, whose load generator is the measured client
 	perRequest int   // lookups per request
+	resp       bool  // driven over the server's Redis-protocol listener (bench/respload), not HTTP
 }
 
 // Cache settings of the servers, by configuration. bigseg's hot server keeps its 1,000 keys
@@ -123,6 +125,14 @@ func (b *bench) startServers(ctx context.Context, variants []variant) (*servers,
 			}
 			s.add(labelWrapper, config, p)
 		}
+		if b.respRuns(config) {
+			p, err := b.startBigsegRESP(ctx, config)
+			if err != nil {
+				s.stop()
+				return nil, err
+			}
+			s.add(labelRESP, config, p)
+		}
 	}
 	if err := sameAnswers(ctx, s.procs); err != nil {
 		s.stop()
@@ -153,6 +163,33 @@ func (b *bench) wrapperRuns(config string) bool {
 		}
 	}
 	return false
+}
+
+// respRuns says whether bigseg over RESP serves in a configuration: with -resp, in hot and
+// zipf only.
+func (b *bench) respRuns(config string) bool {
+	for _, sc := range []string{"hot", "zipf"} {
+		if b.o.resp && b.o.scenarios[sc] && configFor(sc) == config {
+			return true
+		}
+	}
+	return false
+}
+
+// startBigsegRESP starts a bigseg server of its own (its own cache) with the Redis-protocol
+// listener on, otherwise as the current tree's bigseg in that configuration.
+func (b *bench) startBigsegRESP(ctx context.Context, config string) (*proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	v := variant{label: labelRESP, bin: b.bins.server, src: ".", env: append(slices.Clone(b.o.env), "BIGSEG_RESP_ADDR="+addr)}
+	p, err := b.startBigseg(ctx, v, config)
+	if err != nil {
+		return nil, err
+	}
+	p.resp = addr
+	return p, nil
 }
 
 // configs are the server configurations the chosen scenarios need.
@@ -333,6 +370,10 @@ func (b *bench) systems(s *servers, variants []variant) []*system {
 		for _, v := range variants {
 			out = append(out, &system{name: v.label + " " + scenarioTitle(sc), label: v.label, scenario: sc, kind: kindBigseg,
 				proc: s.get(v.label, configFor(sc)), perRequest: lookupsPerRequest(sc)})
+		}
+		if p := s.get(labelRESP, configFor(sc)); p != nil && (sc == "hot" || sc == "zipf") {
+			out = append(out, &system{name: labelRESP + " " + scenarioTitle(sc) + " (2 SMEMBERS per lookup)", label: labelRESP, scenario: sc,
+				kind: kindBigseg, proc: p, perRequest: 1, resp: true})
 		}
 		if p := s.get(labelWrapper, configFor(sc)); p != nil && sc != "batch" {
 			out = append(out, &system{name: labelWrapper + " " + scenarioTitle(sc), label: labelWrapper, scenario: sc, kind: kindWrapper, proc: p, perRequest: 1})

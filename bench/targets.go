@@ -10,7 +10,7 @@ import (
 // its own measurement.
 const saturatedBelow = 0.9
 
-// figures are what issue 10's targets compare; nil where a system was not measured.
+// figures are what the targets in BENCHMARKS.md compare; nil where a system was not measured.
 type figures struct {
 	chi, hot, wrapperHot    *summary
 	cold, wrapperCold       *summary
