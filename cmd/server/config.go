@@ -230,12 +230,40 @@ func (c config) validate() error {
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...)))
 	}
-	type check struct {
-		name string
-		bad  bool
-		msg  string
+	for _, ck := range c.rangeChecks() {
+		if ck.bad {
+			bad(ck.name, "%s", ck.msg)
+		}
 	}
-	for _, ck := range []check{
+	if len(c.APITokens) > 0 && c.APITokensFile != "" {
+		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
+	}
+	for _, t := range c.APITokens {
+		if strings.TrimSpace(t) == "" {
+			bad("API_TOKENS", "holds an empty token")
+		}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("LOG_LEVEL", "%v", err)
+	}
+	if _, err := c.environments(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.validateTLS()...)
+	errs = append(errs, c.validateRedis()...)
+	return errors.Join(errs...)
+}
+
+// rangeCheck is one numeric setting's bound: bad when the value is outside it.
+type rangeCheck struct {
+	name string
+	bad  bool
+	msg  string
+}
+
+// rangeChecks are the bounds of the numeric settings.
+func (c config) rangeChecks() []rangeCheck {
+	return []rangeCheck{
 		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
 		{"CACHE_TTL_WITH_CURSOR", c.CacheTTLWithCursor <= 0, "must be positive"},
@@ -268,28 +296,7 @@ func (c config) validate() error {
 		{"MAX_HEADER_BYTES", c.MaxHeaderBytes < 1024, "must be at least 1024"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
-	} {
-		if ck.bad {
-			bad(ck.name, "%s", ck.msg)
-		}
 	}
-	if len(c.APITokens) > 0 && c.APITokensFile != "" {
-		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
-	}
-	for _, t := range c.APITokens {
-		if strings.TrimSpace(t) == "" {
-			bad("API_TOKENS", "holds an empty token")
-		}
-	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		bad("LOG_LEVEL", "%v", err)
-	}
-	if _, err := c.environments(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, c.validateTLS()...)
-	errs = append(errs, c.validateRedis()...)
-	return errors.Join(errs...)
 }
 
 // environment is one environment served: its name (in /environments/{env}/ and the metrics'

@@ -127,11 +127,17 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 	if !opts.SynchronizedOn.IsZero() {
 		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
 	}
+	return st, s.writeMetadata(ctx, &st, opts.Cursor)
+}
+
+// writeMetadata writes the cursor (the one given, or a new one when the load changed anything and
+// none was given) and the synchronization time of st.
+func (s *Store) writeMetadata(ctx context.Context, st *LoadStats, cursor string) error {
 	stored, err := s.storedCursor(ctx)
 	if err != nil {
-		return st, err
+		return err
 	}
-	st.Cursor = opts.Cursor
+	st.Cursor = cursor
 	switch {
 	case st.Cursor == "" && !st.Changed() && stored != nil:
 		st.Cursor = *stored // nothing to tell the instances
@@ -139,11 +145,12 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 		st.Cursor = newCursor()
 	}
 	st.CursorChanged = stored == nil || st.Cursor != *stored
+	syncedOn := strconv.FormatInt(st.SyncedOnMsec, 10)
 	if !st.CursorChanged {
-		if err := s.client.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0).Err(); err != nil {
-			return st, fmt.Errorf("set %s: %w", s.syncedOnKey, err)
+		if err := s.client.Set(ctx, s.syncedOnKey, syncedOn, 0).Err(); err != nil {
+			return fmt.Errorf("set %s: %w", s.syncedOnKey, err)
 		}
-		return st, nil
+		return nil
 	}
 	// After every context: no instance sees the new cursor before the data it stands for.
 	// One MULTI/EXEC, but on a cluster, where the two keys are in different slots unless the
@@ -154,13 +161,13 @@ func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadO
 	}
 	_, err = write(ctx, func(p goredis.Pipeliner) error {
 		p.Set(ctx, s.cursorKey, st.Cursor, 0)
-		p.Set(ctx, s.syncedOnKey, strconv.FormatInt(st.SyncedOnMsec, 10), 0)
+		p.Set(ctx, s.syncedOnKey, syncedOn, 0)
 		return nil
 	})
 	if err != nil {
-		return st, fmt.Errorf("set %s and %s: %w", s.cursorKey, s.syncedOnKey, err)
+		return fmt.Errorf("set %s and %s: %w", s.cursorKey, s.syncedOnKey, err)
 	}
-	return st, nil
+	return nil
 }
 
 // storedCursor returns the cursor stored, "" for none, or nil when the key holds something no
@@ -241,74 +248,86 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace 
 // and deleted after each page of the scan and each pipeline of deletions (one report at a
 // time), then once more with done once all are deleted.
 func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, report func(scanned, deleted int, done bool)) error {
-	include, exclude := s.IncludeKey(""), s.ExcludeKey("")
-	var mu sync.Mutex // cluster masters are scanned concurrently
-	scanned, deleted := 0, 0
-	count := func(keys, dels int) {
-		mu.Lock()
-		defer mu.Unlock()
-		scanned, deleted = scanned+keys, deleted+dels
-		report(scanned, deleted, false)
-	}
-	// One DEL per key (keys of a cluster may be in any slot), pipelined.
-	del := func(ctx context.Context, keys []string) error {
-		pipe := s.client.Pipeline()
-		for _, k := range keys {
-			pipe.Del(ctx, k)
-		}
-		cmds, err := pipe.Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("delete sets of unlisted contexts: %w", err)
-		}
-		n := 0
-		for _, c := range cmds {
-			n += int(c.(*goredis.IntCmd).Val())
-		}
-		count(0, n)
-		return nil
-	}
-	scan := func(ctx context.Context, c goredis.Cmdable) error {
-		for _, prefix := range []string{include, exclude} {
-			// Deleting while scanning is safe: SCAN returns every key that is there from its
-			// start to its end, and deleting keys does not make it skip others.
-			var stale []string
-			for cursor := uint64(0); ; {
-				keys, next, err := c.Scan(ctx, cursor, escapeGlob(prefix)+"*", 1000).Result()
-				if err != nil {
-					return fmt.Errorf("scan %s*: %w", prefix, err)
-				}
-				for _, k := range keys {
-					if _, ok := listed[strings.TrimPrefix(k, prefix)]; !ok {
-						stale = append(stale, k)
-					}
-				}
-				count(len(keys), 0)
-				cursor = next
-				if len(stale) > 0 && (cursor == 0 || len(stale) >= 1000) {
-					if err := del(ctx, stale); err != nil {
-						return err
-					}
-					stale = stale[:0]
-				}
-				if cursor == 0 {
-					break
-				}
-			}
-		}
-		return nil
-	}
+	p := &pruner{s: s, listed: listed, report: report}
 	var err error
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
-			return scan(ctx, master)
+			return p.scan(ctx, master)
 		})
 	} else {
-		err = scan(ctx, s.client)
+		err = p.scan(ctx, s.client)
 	}
 	if err != nil {
 		return err
 	}
-	report(scanned, deleted, true)
+	report(p.scanned, p.deleted, true)
+	return nil
+}
+
+// pruner deletes the sets of contexts that are not listed, counting what it scans and deletes.
+type pruner struct {
+	s      *Store
+	listed map[string]struct{}
+	report func(scanned, deleted int, done bool)
+
+	mu               sync.Mutex // cluster masters are scanned concurrently
+	scanned, deleted int
+}
+
+func (p *pruner) count(keys, dels int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scanned, p.deleted = p.scanned+keys, p.deleted+dels
+	p.report(p.scanned, p.deleted, false)
+}
+
+// del deletes keys, one DEL per key (keys of a cluster may be in any slot), pipelined.
+func (p *pruner) del(ctx context.Context, keys []string) error {
+	pipe := p.s.client.Pipeline()
+	for _, k := range keys {
+		pipe.Del(ctx, k)
+	}
+	cmds, err := pipe.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("delete sets of unlisted contexts: %w", err)
+	}
+	n := 0
+	for _, c := range cmds {
+		n += int(c.(*goredis.IntCmd).Val())
+	}
+	p.count(0, n)
+	return nil
+}
+
+// scan deletes the unlisted include and exclude sets that c holds.
+func (p *pruner) scan(ctx context.Context, c goredis.Cmdable) error {
+	for _, prefix := range []string{p.s.IncludeKey(""), p.s.ExcludeKey("")} {
+		// Deleting while scanning is safe: SCAN returns every key that is there from its
+		// start to its end, and deleting keys does not make it skip others.
+		var stale []string
+		for cursor := uint64(0); ; {
+			keys, next, err := c.Scan(ctx, cursor, escapeGlob(prefix)+"*", 1000).Result()
+			if err != nil {
+				return fmt.Errorf("scan %s*: %w", prefix, err)
+			}
+			for _, k := range keys {
+				if _, ok := p.listed[strings.TrimPrefix(k, prefix)]; !ok {
+					stale = append(stale, k)
+				}
+			}
+			p.count(len(keys), 0)
+			cursor = next
+			if len(stale) > 0 && (cursor == 0 || len(stale) >= 1000) {
+				if err := p.del(ctx, stale); err != nil {
+					return err
+				}
+				stale = stale[:0]
+			}
+			if cursor == 0 {
+				break
+			}
+		}
+	}
 	return nil
 }
 
