@@ -7,7 +7,8 @@
 // measure how the load generator and the server fight for CPU. See BENCHMARKS.md.
 //
 //	bench/run [-scenarios hot,cold,zipf,batch,redis,storm,memory] [-rounds 3] [-duration 6s]
-//	          [-baseline REV] [-env NAME=VALUE] [-baseline-env NAME=VALUE] [-profile] [-resp]
+//	          [-baseline REV | -baseline-environments N] [-env NAME=VALUE] [-baseline-env NAME=VALUE]
+//	          [-profile] [-resp]
 package main
 
 import (
@@ -26,23 +27,24 @@ import (
 )
 
 type options struct {
-	contexts    int
-	duration    time.Duration
-	warmup      time.Duration // Zipf traffic before each Zipf measurement
-	rounds      int
-	connections int
-	threads     int
-	scenarios   map[string]bool
-	wrapper     bool
-	resp        bool // also bigseg over its Redis-protocol listener (hot, zipf)
-	profile     bool
-	outDir      string
-	env         []string // extra environment of every bigseg server
-	baseline    string   // git revision to measure beside the current tree
-	baselineEnv []string // extra environment of the baseline's servers, after env
-	serverCPUs  string   // where the servers under test and Redis run
-	clientCPUs  string   // where wrk runs
-	args        []string // the command line, for the report
+	contexts     int
+	duration     time.Duration
+	warmup       time.Duration // Zipf traffic before each Zipf measurement
+	rounds       int
+	connections  int
+	threads      int
+	scenarios    map[string]bool
+	wrapper      bool
+	resp         bool // also bigseg over its Redis-protocol listener (hot, zipf)
+	profile      bool
+	outDir       string
+	env          []string // extra environment of every bigseg server
+	baseline     string   // git revision to measure beside the current tree
+	baselineEnv  []string // extra environment of the baseline's servers, after env
+	baselineEnvs int      // environments the baseline serves (the current tree's binary), if more than 1
+	serverCPUs   string   // where the servers under test and Redis run
+	clientCPUs   string   // where wrk runs
+	args         []string // the command line, for the report
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -66,8 +68,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Func("env", "NAME=VALUE for every bigseg server (repeatable)", appendTo(&o.env))
 	fs.Func("baseline-env", "NAME=VALUE for the baseline's servers only, after -env (repeatable); without -baseline, "+
 		"the current tree's binary also runs as the baseline, with these settings", appendTo(&o.baselineEnv))
+	fs.IntVar(&o.baselineEnvs, "baseline-environments", 1, "if more than 1, the baseline is the current tree serving that many environments "+
+		"(BIGSEG_ENVIRONMENTS), looked up in the first, and the run ends with both servers at rest: RSS, and Redis commands spent polling")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.baselineEnvs > 1 && o.baseline != "" {
+		return o, errors.New("-baseline-environments measures the current tree against itself: not with -baseline")
 	}
 	for _, sc := range strings.Split(*scenarios, ",") {
 		if !slices.Contains(allScenarios, sc) {
@@ -147,10 +154,21 @@ func run(ctx context.Context, o options) error {
 	if b.report.redisBytesPerContext, err = seed(ctx, b.redis.client, o.contexts); err != nil {
 		return err
 	}
-	relay := startSynchronizer(b.redis.client)
+	if o.baselineEnvs > 1 {
+		if err := seedEnvironments(ctx, b.redis.client, o.baselineEnvs); err != nil {
+			return fmt.Errorf("seed the environments: %w", err)
+		}
+	}
+	relay := startSynchronizer(b.redis.client, syncedOnKeys(o.baselineEnvs))
 	defer relay.Close()
 	if err := b.measureAll(ctx); err != nil {
 		return err
+	}
+	if o.baselineEnvs > 1 {
+		relay.Close() // its writes would count in Redis's
+		if b.report.idle, err = b.measureIdle(ctx, o.baselineEnvs); err != nil {
+			return err
+		}
 	}
 	b.report.elapsed = time.Since(started)
 	return b.report.write(os.Stdout, filepath.Join(o.outDir, "latest.md"))
@@ -203,6 +221,9 @@ func (b *bench) variants() []variant {
 	case b.o.baseline != "":
 		vs = append(vs, variant{label: "bigseg@" + b.o.baseline, bin: b.bins.baseline, src: b.bins.baselineSrc,
 			env: slices.Concat(b.o.env, b.o.baselineEnv)})
+	case b.o.baselineEnvs > 1:
+		vs = append(vs, variant{label: fmt.Sprintf("bigseg@%d-environments", b.o.baselineEnvs), bin: b.bins.server, src: ".",
+			env: slices.Concat(b.o.env, b.o.baselineEnv), environments: b.o.baselineEnvs})
 	case len(b.o.baselineEnv) > 0:
 		vs = append(vs, variant{label: "bigseg@baseline-env", bin: b.bins.server, src: ".", env: slices.Concat(b.o.env, b.o.baselineEnv)})
 	}

@@ -124,14 +124,14 @@ func (b *bench) drive(ctx context.Context, s *system, d time.Duration, round int
 	}
 	switch s.scenario {
 	case "hot":
-		return runWrk(ctx, b.o, s.proc.url, b.scripts["uniform"], d, seed, strconv.Itoa(hotKeys))
+		return runWrk(ctx, b.o, s.proc.lookups, b.scripts["uniform"], d, seed, strconv.Itoa(hotKeys))
 	case "cold":
-		return runWrk(ctx, b.o, s.proc.url, b.scripts["uniform"], d, seed, n)
+		return runWrk(ctx, b.o, s.proc.lookups, b.scripts["uniform"], d, seed, n)
 	case "zipf":
-		return runWrk(ctx, b.o, s.proc.url, b.scripts["zipf"], d, b.zipfKeys,
+		return runWrk(ctx, b.o, s.proc.lookups, b.scripts["zipf"], d, b.zipfKeys,
 			strconv.FormatInt(zipfStart%b.zipfLen, 10), strconv.Itoa(b.o.threads))
 	case "batch":
-		return runWrk(ctx, b.o, s.proc.url, b.scripts["batch"], d, seed, n, strconv.Itoa(batchSize))
+		return runWrk(ctx, b.o, s.proc.lookups, b.scripts["batch"], d, seed, n, strconv.Itoa(batchSize))
 	}
 	cmd := exec.CommandContext(ctx, "taskset", "-c", b.o.clientCPUs, b.bins.ceiling, "redis",
 		"-redis", b.redis.url, "-prefix", prefix, "-contexts", n, "-workers", strconv.Itoa(b.o.connections),

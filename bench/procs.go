@@ -23,6 +23,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	logPath string
 	url     string // http://host:port of an HTTP server
+	lookups string // where its lookup routes are: url, or url/environments/NAME
 	pprof   string // http://host:port of its pprof listener, if any
 	resp    string // host:port of its Redis-protocol listener, if any
 }

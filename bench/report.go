@@ -23,6 +23,7 @@ type report struct {
 	storms         []stormResult
 	memory         []memoryResult
 	profiles       []namedProfile
+	idle           []idleResult // with -baseline-environments
 
 	redisBytesPerContext float64 // Redis's used_memory per seeded context
 }
@@ -45,6 +46,7 @@ func (r *report) write(stdout io.Writer, path string) error {
 	r.writeAB(&b, sums)
 	r.writeRESP(&b, sums)
 	r.writeStormsAndMemory(&b)
+	r.writeEnvironments(&b)
 	for _, p := range r.profiles {
 		fmt.Fprintf(&b, "\n### CPU profile: %s\n\n```\n%s```\n", p.system, p.top)
 	}
@@ -92,6 +94,11 @@ func (r *report) writeHeader(b *strings.Builder) {
 	}
 	if len(o.env) > 0 {
 		fmt.Fprintf(b, " Every bigseg server also with `%s`.", strings.Join(o.env, " "))
+	}
+	if o.baselineEnvs > 1 {
+		fmt.Fprintf(b, "Baseline: this tree serving %d environments (BIGSEG_ENVIRONMENTS, env0 the seeded prefix, the others synchronized "+
+			"and empty), looked up at /environments/env0/, with a cache bound %d times the configuration's so that env0's share is the same. ",
+			o.baselineEnvs, o.baselineEnvs)
 	}
 	if len(o.baselineEnv) > 0 {
 		fmt.Fprintf(b, " The baseline's with `%s`.", strings.Join(o.baselineEnv, " "))

@@ -102,14 +102,14 @@ func toAny(refs []string) []any {
 	return out
 }
 
-// synchronizer plays the Relay Proxy while it is idle: it refreshes synchronized_on every
-// relayIdleEvery seconds and leaves the cursor alone, until Close.
+// synchronizer plays the Relay Proxy while it is idle: it refreshes the synchronized_on keys
+// every relayIdleEvery seconds and leaves the cursors alone, until Close.
 type synchronizer struct {
 	stop context.CancelFunc
 	done sync.WaitGroup
 }
 
-func startSynchronizer(c *goredis.Client) *synchronizer {
+func startSynchronizer(c *goredis.Client, keys []string) *synchronizer {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &synchronizer{stop: stop}
 	s.done.Go(func() {
@@ -120,7 +120,11 @@ func startSynchronizer(c *goredis.Client) *synchronizer {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				if err := c.Set(ctx, syncedOnKey, strconv.FormatInt(now.UnixMilli(), 10), 0).Err(); err != nil && ctx.Err() == nil {
+				pipe := c.Pipeline()
+				for _, k := range keys {
+					pipe.Set(ctx, k, strconv.FormatInt(now.UnixMilli(), 10), 0)
+				}
+				if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
 					logf("synchronizer: %v", err)
 				}
 			}

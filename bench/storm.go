@@ -40,7 +40,7 @@ func storm(ctx context.Context, p *proc, i int) (stormResult, error) {
 	for range stormCalls {
 		wg.Go(func() {
 			<-gate
-			if body, err := answer(ctx, client, p.url+"/memberships/"+key); err == nil && strings.Contains(body, `"status":"HEALTHY"`) {
+			if body, err := answer(ctx, client, p.lookups+"/memberships/"+key); err == nil && strings.Contains(body, `"status":"HEALTHY"`) {
 				ok.Add(1)
 			}
 		})

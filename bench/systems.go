@@ -45,6 +45,8 @@ type variant struct {
 	bin   string   // the server binary
 	src   string   // its source tree, for the memory benchmark
 	env   []string // -env, and for the baseline -baseline-env after it
+
+	environments int // if more than 1, served from BIGSEG_ENVIRONMENTS, looked up in the first
 }
 
 // system is one thing measured in every round: a server in one scenario.
@@ -212,9 +214,15 @@ func (b *bench) startBigseg(ctx context.Context, v variant, config string) (*pro
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"BIGSEG_REDIS_URL=" + b.redis.url, "BIGSEG_PREFIX=" + prefix, "BIGSEG_LOG_LEVEL=warn",
+	env := []string{"BIGSEG_REDIS_URL=" + b.redis.url, "BIGSEG_LOG_LEVEL=warn",
 		"BIGSEG_SHUTDOWN_DELAY=0s", "BIGSEG_ADDR=" + addr, "BIGSEG_PPROF_ADDR=" + pprofAddr}
+	if v.environments <= 1 {
+		env = append(env, "BIGSEG_PREFIX="+prefix)
+	}
 	env = append(append(env, bigsegCache[config]...), v.env...)
+	if v.environments > 1 {
+		env = append(env, environmentsEnv(v.environments, config)...)
+	}
 	name := strings.ReplaceAll(v.label, "/", "_") + "-" + config
 	p, err := startProc(ctx, procSpec{name: name, cpus: b.o.serverCPUs, bin: v.bin, env: env, dir: b.tmp,
 		ready: httpReady("http://" + addr + "/readyz")})
@@ -222,6 +230,10 @@ func (b *bench) startBigseg(ctx context.Context, v variant, config string) (*pro
 		return nil, err
 	}
 	p.url, p.pprof = "http://"+addr, "http://"+pprofAddr
+	p.lookups = p.url
+	if v.environments > 1 {
+		p.lookups += "/environments/env0"
+	}
 	return p, nil
 }
 
@@ -242,13 +254,14 @@ func (b *bench) startWrapper(ctx context.Context, config string) (*proc, error) 
 		return nil, err
 	}
 	p.url, p.pprof = "http://"+addr, "http://"+pprofAddr
+	p.lookups = p.url
 	return p, nil
 }
 
 // startChi starts the bare chi ceiling with the body and headers of a real bigseg answer
 // (Date aside, and Content-Length, which it sets from the body).
 func (b *bench) startChi(ctx context.Context, bigseg *proc) (*proc, error) {
-	body, header, err := get(ctx, bigseg.url+"/memberships/"+contextKey(1))
+	body, header, err := get(ctx, bigseg.lookups+"/memberships/"+contextKey(1))
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +284,7 @@ func (b *bench) startChi(ctx context.Context, bigseg *proc) (*proc, error) {
 		return nil, err
 	}
 	p.url = "http://" + addr
+	p.lookups = p.url
 	return p, nil
 }
 
@@ -289,7 +303,7 @@ func sameAnswers(ctx context.Context, procs []*proc) error {
 	for i := range 10 {
 		var want lookupAnswer
 		for j, p := range procs {
-			body, _, err := get(ctx, p.url+"/memberships/"+contextKey(i))
+			body, _, err := get(ctx, p.lookups+"/memberships/"+contextKey(i))
 			if err != nil {
 				return err
 			}
@@ -327,7 +341,7 @@ func mirroredHeaders(h http.Header) []string {
 // warm asks a hot server for each hot key once, so that all of them are cached.
 func warm(ctx context.Context, p *proc) {
 	for i := range hotKeys {
-		if _, _, err := get(ctx, p.url+"/memberships/"+contextKey(i)); err != nil {
+		if _, _, err := get(ctx, p.lookups+"/memberships/"+contextKey(i)); err != nil {
 			logf("warming %s: %v", p.name, err)
 			return
 		}

@@ -39,8 +39,10 @@ const (
 local thread_id = 0
 setup = function(thread) thread_id = thread_id + 1; thread:set("id", thread_id) end
 local head, tail
+-- base is the path of the URL wrk was given, without its last "/": "" or /environments/NAME.
+local base = (wrk.path:gsub("/$", ""))
 local function template(path)
-  head, tail = wrk.format("GET", path):match("^(.-)@(.*)$")
+  head, tail = wrk.format("GET", base .. path):match("^(.-)@(.*)$")
 end
 `
 	// args: seed, n. Context user-N, N uniform in [0, n).
@@ -81,7 +83,7 @@ end
 request = function()
   local keys = {}
   for j = 1, size do keys[j] = '"user-' .. math.random(0, n - 1) .. '"' end
-  return wrk.format("POST", "/memberships", headers, '{"contextKeys":[' .. table.concat(keys, ",") .. ']}')
+  return wrk.format("POST", base .. "/memberships", headers, '{"contextKeys":[' .. table.concat(keys, ",") .. ']}')
 end
 ` + luaDone
 	luaDone = `

@@ -76,7 +76,8 @@ func TestParseFlags(t *testing.T) {
 	if !o.scenarios["hot"] || !o.scenarios["cold"] || o.scenarios["zipf"] || o.baseline != "main" || !slices.Equal(o.env, []string{"A=1"}) {
 		t.Errorf("parseFlags = %+v", o)
 	}
-	for _, bad := range [][]string{{"-scenarios", "hot,lukewarm"}, {"-env", "NOEQUALS"}, {"-rounds", "0"}} {
+	for _, bad := range [][]string{{"-scenarios", "hot,lukewarm"}, {"-env", "NOEQUALS"}, {"-rounds", "0"},
+		{"-baseline", "main", "-baseline-environments", "100"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) did not fail", bad)
 		}
