@@ -125,7 +125,7 @@ func serve(ctx context.Context, addr string, h http.Handler, stderr io.Writer) e
 	return nil
 }
 
-// newRedisClient makes a client with bigseg's default settings (cmd/server/redisclient.go):
+// newRedisClient makes a client with bigseg's default settings (internal/config/redis.go):
 // the same timeouts, one retry, go-redis's default pool, and RESP2.
 func newRedisClient(redisURL string) (*goredis.Client, error) {
 	opts, err := goredis.ParseURL(redisURL)

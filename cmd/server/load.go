@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
+	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -20,29 +20,29 @@ import (
 // keeps the stored cursor: a new one would empty every running instance's cache. The whole
 // file is checked before anything is written. Each phase (reading, parsing, writing,
 // deleting) prints its progress to stderr about once a second, and a last line.
-func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
+func load(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer) error {
 	return loadWithClock(ctx, args, cfg, stdout, stderr, time.Now)
 }
 
 // loadWithClock is load, with the clock that paces its progress lines and gives the
 // synchronization time: a test passes one that it moves.
-func loadWithClock(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer, now func() time.Time) error {
+func loadWithClock(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer, now func() time.Time) error {
 	opts, envName, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	prefix, err := cfg.loadPrefix(envName)
+	prefix, err := cfg.EnvironmentPrefix(envName)
 	if err != nil {
 		return err
 	}
-	if !cfg.hasRedis() {
+	if !cfg.HasRedis() {
 		return errors.New("load: no Redis configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS")
 	}
 	f, err := fixture.ReadFileContext(ctx, file, fixture.WithProgress(fileProgress(stderr, now, file)))
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	ro, err := cfg.redisOptions()
+	ro, err := cfg.RedisOptions()
 	if err != nil {
 		return err
 	}
@@ -159,26 +159,6 @@ func (m *meter) done(format string, args ...any) {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
-// loadPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for the
-// only one there is).
-func (c config) loadPrefix(name string) (string, error) {
-	envs, err := c.environments()
-	if err != nil {
-		return "", err
-	}
-	var names []string
-	for _, e := range envs {
-		if e.name == name || name == "" && len(envs) == 1 {
-			return e.prefix, nil
-		}
-		names = append(names, e.name)
-	}
-	if name == "" {
-		return "", fmt.Errorf("load: several environments are configured: give --environment, one of %s", strings.Join(names, ", "))
-	}
-	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
-}
 
 // parseLoadArgs reads load's flags: its options, the environment named, and its one file.
 func parseLoadArgs(args []string, stderr io.Writer) (opts redis.LoadOptions, env, file string, err error) {

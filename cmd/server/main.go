@@ -19,21 +19,22 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
 func main() {
 	for _, kv := range os.Environ() { // an empty variable counts as unset
-		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix+"_") && v == "" {
+		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.VarPrefix+"_") && v == "" {
 			os.Unsetenv(name)
 		}
 	}
-	cfg, cfgErr := loadConfig()
-	level, _ := parseLevel(cfg.LogLevel)
+	cfg, cfgErr := config.Load()
+	level, _ := config.ParseLevel(cfg.LogLevel)
 	redis.SetLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	settings := func() (config, error) { return cfg, cfgErr }
+	settings := func() (config.Config, error) { return cfg, cfgErr }
 	if err := run(context.Background(), signals, os.Args, settings, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bigseg:", err)
 		os.Exit(1)
@@ -44,14 +45,14 @@ func main() {
 // (read from the environment) and streams, so that tests can run it in-process, several at
 // once. SIGTERM (or the end of ctx) begins a graceful shutdown, SIGINT a quick one (see
 // app.shutdown); SIGHUP reloads the API tokens file and the embedded store's fixture.
-func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config, error), stdout, stderr io.Writer) error {
+func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config.Config, error), stdout, stderr io.Writer) error {
 	cmd := ""
 	if len(args) > 1 {
 		cmd = args[1]
 	}
 	switch cmd {
 	case "-h", "-help", "--help", "help":
-		return usage(stdout)
+		return config.Usage(stdout)
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdout, "bigseg", version())
 		return nil

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/bigseg/bigseg/internal/config"
 )
 
 // docFiles are the documents whose claims name tests: the README, every page of docs/, the
@@ -81,7 +83,7 @@ const configMarker = "<!-- The table below is `server -h`, written by TestConfig
 // -h`: every setting, its type, default and description. With -update, it writes the table.
 func TestConfigurationDocListsEverySetting(t *testing.T) {
 	var help bytes.Buffer
-	if err := usage(&help); err != nil {
+	if err := config.Usage(&help); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile("../../docs/configuration.md")
@@ -103,8 +105,8 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 	if doc != want {
 		t.Error("docs/configuration.md's table is not what server -h prints: run go test ./cmd/server -run TestConfigurationDocListsEverySetting -update")
 	}
-	if n := strings.Count(want, "\n| `BIGSEG_"); n != len(variables()) {
-		t.Errorf("the table has %d settings, the server %d", n, len(variables()))
+	if n := strings.Count(want, "\n| `BIGSEG_"); n != len(config.Variables()) {
+		t.Errorf("the table has %d settings, the server %d", n, len(config.Variables()))
 	}
 }
 

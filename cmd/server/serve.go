@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
@@ -32,8 +33,8 @@ import (
 
 // serve runs the HTTP service until ctx ends or a signal asks it to stop, then shuts it down
 // (see app.shutdown).
-func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
-	level, _ := parseLevel(cfg.LogLevel)
+func serve(ctx context.Context, signals <-chan os.Signal, cfg config.Config, logOut io.Writer) error {
+	level, _ := config.ParseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 	a, err := newApp(cfg, log)
 	if err != nil {
@@ -46,7 +47,7 @@ func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.
 // app is the service's parts, built from the configuration by newApp; it owns every resource
 // they hold, and close releases them.
 type app struct {
-	cfg    config
+	cfg    config.Config
 	log    *slog.Logger
 	store  openedStore
 	envs   []handlers.Environment // every environment's service, in the order configured
@@ -63,7 +64,7 @@ type app struct {
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
 // API. Nothing runs yet.
-func newApp(cfg config, log *slog.Logger) (_ *app, err error) {
+func newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -130,10 +131,10 @@ func (a *app) services(m *metrics.Metrics) {
 	var svcs []*segments.Service
 	for i, env := range a.store.envs {
 		var svc *segments.Service
-		obs := m.Environment(env.name, func() int { return svc.CacheLen() })
+		obs := m.Environment(env.Name, func() int { return svc.CacheLen() })
 		log := a.log
 		if n > 1 {
-			log = a.log.With("environment", env.name)
+			log = a.log.With("environment", env.Name)
 		}
 		svc = segments.New(a.store.stores[i],
 			segments.WithCache(cacheSize, a.cfg.CacheTTL),
@@ -146,8 +147,8 @@ func (a *app) services(m *metrics.Metrics) {
 			segments.WithLogger(log),
 			segments.WithObserver(obs),
 		)
-		names, svcs = append(names, env.name), append(svcs, svc)
-		a.envs = append(a.envs, handlers.Environment{Name: env.name, Service: svc})
+		names, svcs = append(names, env.Name), append(svcs, svc)
+		a.envs = append(a.envs, handlers.Environment{Name: env.Name, Service: svc})
 	}
 	a.group = segments.NewGroup(names, svcs, a.store.readMetadata)
 }
@@ -215,7 +216,7 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	}
 	var envs []resp.Environment
 	for i, e := range a.envs {
-		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.envs[i].prefix, Service: e.Service})
+		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.envs[i].Prefix, Service: e.Service})
 	}
 	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
 		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
@@ -410,7 +411,7 @@ func (a *app) close() {
 
 // openedStore is the configured stores, one an environment, and what main must do with them.
 type openedStore struct {
-	envs         []environment
+	envs         []config.Environment
 	stores       []segments.Store
 	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
 	name         string                                        // "redis" or "memory", as /status shows
@@ -420,15 +421,15 @@ type openedStore struct {
 }
 
 // openStore opens the configured stores.
-func openStore(cfg config, log *slog.Logger) (openedStore, error) {
-	envs, err := cfg.environments()
+func openStore(cfg config.Config, log *slog.Logger) (openedStore, error) {
+	envs, err := cfg.Served()
 	if err != nil {
 		return openedStore{}, err
 	}
-	if !cfg.hasRedis() {
+	if !cfg.HasRedis() {
 		return openMemoryStore(cfg, envs, log)
 	}
-	opts, err := cfg.redisOptions()
+	opts, err := cfg.RedisOptions()
 	if err != nil {
 		return openedStore{}, err
 	}
@@ -438,7 +439,7 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 	}
 	var prefixes []string
 	for _, e := range envs {
-		prefixes = append(prefixes, e.prefix)
+		prefixes = append(prefixes, e.Prefix)
 	}
 	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
 		"tls", opts.TLS != nil, "prefixes", prefixes)
@@ -462,7 +463,7 @@ func openStore(cfg config, log *slog.Logger) (openedStore, error) {
 }
 
 // openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config, envs []environment, log *slog.Logger) (openedStore, error) {
+func openMemoryStore(cfg config.Config, envs []config.Environment, log *slog.Logger) (openedStore, error) {
 	read := func() (*fixture.Fixture, error) {
 		if cfg.SeedFile == "" {
 			return nil, nil

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,9 +179,17 @@ func StartWith(t testing.TB, opts Options) *Server {
 			t.Fatal(err)
 		}
 	}
-	s.Restart()
 	t.Cleanup(s.Stop)
-	return s
+	for attempt := 1; ; attempt++ {
+		err := s.launch()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		s.Port = freeClusterPort(t) // nothing knows the port yet: take another
+	}
 }
 
 // freeClusterPort returns a free port whose cluster bus port (port+10000) is free too.
@@ -234,8 +244,20 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// errPortTaken is a launch whose port another process answers on: one that took the port
+// between FreePort and redis-server's bind, on a machine that runs other tests too.
+var errPortTaken = errors.New("redistest: the port was taken by another process")
+
+// launch starts redis-server and waits until it answers, as itself: a server on the port
+// that is not the process started (whose own bind then failed) is errPortTaken.
+func (s *Server) launch() error {
 	if s.cmd != nil {
-		s.t.Fatal("redistest: server already running")
+		return errors.New("redistest: server already running")
 	}
 	var args []string
 	if s.opts.Conf != "" {
@@ -256,7 +278,7 @@ func (s *Server) Restart() {
 	args = append(args, s.opts.Args...)
 	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	s.cmd = cmd
 	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, TLSConfig: s.opts.TLS})
@@ -264,18 +286,38 @@ func (s *Server) Restart() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := c.Ping(context.Background()).Err()
-		if err == nil || isAuthError(err) {
-			return
+		if isAuthError(err) {
+			return nil // a password it was started with: INFO would need it too
+		}
+		if err == nil {
+			return s.checkOwn(c)
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on %s did not answer: %v\n%s", s.Addr(), err, log)
+			return fmt.Errorf("redis-server on %s did not answer: %v\n%s", s.Addr(), err, log)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
 	}
 }
 
+// checkOwn makes sure the server that answered is the process started; if not, it stops
+// that process and returns errPortTaken.
+func (s *Server) checkOwn(c *goredis.Client) error {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err == nil && strings.Contains(info, "process_id:"+strconv.Itoa(s.cmd.Process.Pid)+"\r\n") {
+		return nil
+	}
+	// Another Redis, or a server that answers PING but not INFO, such as bigseg's listener.
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+	return fmt.Errorf("%w (port %d)", errPortTaken, s.Port)
+}
+
 func isAuthError(err error) bool {
+	if err == nil {
+		return false
+	}
 	msg := err.Error()
 	return len(msg) >= 7 && (msg[:7] == "NOAUTH " || msg[:7] == "WRONGPA")
 }

@@ -1,4 +1,8 @@
-package main
+// Package config is the server's settings: every BIGSEG_* variable, its default and its
+// bounds, read by envconfig and checked at once, so that a bad or misspelt setting stops the
+// server at start with a message that names it. The commands of cmd/server take a Config;
+// tests build one with Default and a few fields set.
+package config
 
 import (
 	"crypto/tls"
@@ -23,13 +27,14 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-const envPrefix = "BIGSEG"
+// VarPrefix begins the name of every setting's variable.
+const VarPrefix = "BIGSEG"
 
-// config is every setting of the server, read from BIGSEG_* environment variables by
+// Config is every setting of the server, read from BIGSEG_* environment variables by
 // envconfig (the struct tags name each variable and describe it for -h). Defaults live once:
-// defaultConfig, mostly the packages' own defaults, which envconfig leaves in place for the
+// Default, mostly the packages' own defaults, which envconfig leaves in place for the
 // variables that are unset, and which -h prints.
-type config struct {
+type Config struct {
 	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
 	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
@@ -97,9 +102,9 @@ type config struct {
 	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
 }
 
-// defaultConfig is the configuration with no variable set.
-func defaultConfig() config {
-	return config{
+// Default is the configuration with no variable set.
+func Default() Config {
+	return Config{
 		Addr:               ":8080",
 		RedisDialTimeout:   redis.DefaultDialTimeout,
 		RedisReadTimeout:   redis.DefaultReadTimeout,
@@ -136,23 +141,23 @@ func defaultConfig() config {
 	}
 }
 
-// loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
+// Load reads the configuration from the process's BIGSEG_* variables and checks it.
 // Lists are comma-separated, their items trimmed. A BIGSEG_* variable that names no setting is
 // an error that names the nearest one: a misspelt setting must not be silently ignored. Every
 // error names the variable at fault.
-func loadConfig() (config, error) {
-	cfg := defaultConfig()
-	if err := unknownVariables(os.Environ()); err != nil {
+func Load() (Config, error) {
+	cfg := Default()
+	if err := UnknownVariables(os.Environ()); err != nil {
 		return cfg, err
 	}
-	if err := envconfig.Process(envPrefix, &cfg); err != nil {
+	if err := envconfig.Process(VarPrefix, &cfg); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
 			return cfg, fmt.Errorf("%s=%q: not a valid %s", pe.KeyName, pe.Value, pe.TypeName)
 		}
 		return cfg, err
 	}
-	if _, set := os.LookupEnv(envPrefix + "_PREFIX"); set && len(cfg.Environments) > 0 {
+	if _, set := os.LookupEnv(VarPrefix + "_PREFIX"); set && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
 	}
 	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens, &cfg.Environments} {
@@ -160,28 +165,28 @@ func loadConfig() (config, error) {
 			(*list)[i] = strings.TrimSpace((*list)[i])
 		}
 	}
-	return cfg, cfg.validate()
+	return cfg, cfg.Validate()
 }
 
-// variables are the names of every setting's variable.
-func variables() []string {
+// Variables are the names of every setting's variable.
+func Variables() []string {
 	var names []string
-	typ := reflect.TypeFor[config]()
+	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
-		names = append(names, envPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
+		names = append(names, VarPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
 	}
 	return names
 }
 
-// unknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
+// UnknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
 // the tests' own, and the variables Kubernetes sets for a Service named like a BIGSEG_ prefix
 // (BIGSEG_SERVICE_HOST, BIGSEG_PORT_8080_TCP and the like).
-func unknownVariables(environ []string) error {
-	known := variables()
+func UnknownVariables(environ []string) error {
+	known := Variables()
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, envPrefix+"_") || slices.Contains(known, name) ||
-			strings.HasPrefix(name, envPrefix+"_TEST_") || serviceLink.MatchString(name) {
+		if !strings.HasPrefix(name, VarPrefix+"_") || slices.Contains(known, name) ||
+			strings.HasPrefix(name, VarPrefix+"_TEST_") || serviceLink.MatchString(name) {
 			continue
 		}
 		return fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known))
@@ -224,11 +229,11 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// validate checks every setting at once; Redis's are checked by validateRedis.
-func (c config) validate() error {
+// Validate checks every setting at once; Redis's are checked by validateRedis.
+func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s_%s: %s", VarPrefix, name, fmt.Sprintf(format, args...)))
 	}
 	for _, ck := range c.rangeChecks() {
 		if ck.bad {
@@ -243,10 +248,10 @@ func (c config) validate() error {
 			bad("API_TOKENS", "holds an empty token")
 		}
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
-	if _, err := c.environments(); err != nil {
+	if _, err := c.Served(); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateTLS()...)
@@ -262,7 +267,7 @@ type rangeCheck struct {
 }
 
 // rangeChecks are the bounds of the numeric settings.
-func (c config) rangeChecks() []rangeCheck {
+func (c Config) rangeChecks() []rangeCheck {
 	return []rangeCheck{
 		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
@@ -299,24 +304,24 @@ func (c config) rangeChecks() []rangeCheck {
 	}
 }
 
-// environment is one environment served: its name (in /environments/{env}/ and the metrics'
+// Environment is one environment served: its name (in /environments/{env}/ and the metrics'
 // environment label) and key prefix.
-type environment struct{ name, prefix string }
+type Environment struct{ Name, Prefix string }
 
-// defaultEnvironment names the one environment of BIGSEG_PREFIX.
-const defaultEnvironment = "default"
+// DefaultEnvironment names the one environment of BIGSEG_PREFIX.
+const DefaultEnvironment = "default"
 
 // environmentName is what a name of BIGSEG_ENVIRONMENTS is made of: path-safe.
 var environmentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
-// environments are the environments served: those of BIGSEG_ENVIRONMENTS, or one, named
-// default, of BIGSEG_PREFIX. A pair that is malformed, or repeats a name or prefix, is an
+// Served are the environments served: those of BIGSEG_ENVIRONMENTS, or one, named default,
+// of BIGSEG_PREFIX. A pair that is malformed, or repeats a name or prefix, is an
 // error that names it.
-func (c config) environments() ([]environment, error) {
+func (c Config) Served() ([]Environment, error) {
 	if len(c.Environments) == 0 {
-		return []environment{{defaultEnvironment, c.Prefix}}, nil
+		return []Environment{{DefaultEnvironment, c.Prefix}}, nil
 	}
-	var envs []environment
+	var envs []Environment
 	names, prefixes := map[string]bool{}, map[string]bool{}
 	for i, pair := range c.Environments {
 		name, prefix, ok := strings.Cut(pair, "=")
@@ -339,13 +344,33 @@ func (c config) environments() ([]environment, error) {
 			return nil, bad("the prefix " + prefix + " is given twice")
 		}
 		names[name], prefixes[prefix] = true, true
-		envs = append(envs, environment{name, prefix})
+		envs = append(envs, Environment{name, prefix})
 	}
 	return envs, nil
 }
 
+// EnvironmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for
+// the only one there is), for server load.
+func (c Config) EnvironmentPrefix(name string) (string, error) {
+	envs, err := c.Served()
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range envs {
+		if e.Name == name || name == "" && len(envs) == 1 {
+			return e.Prefix, nil
+		}
+		names = append(names, e.Name)
+	}
+	if name == "" {
+		return "", fmt.Errorf("load: several environments are configured: give --environment, one of %s", strings.Join(names, ", "))
+	}
+	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
+}
+
 // validateTLS checks the settings of the HTTP listeners' TLS.
-func (c config) validateTLS() []error {
+func (c Config) validateTLS() []error {
 	var errs []error
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("BIGSEG_TLS_CERT_FILE and BIGSEG_TLS_KEY_FILE go together"))
@@ -373,7 +398,8 @@ func redactURLError(err error, rawURL string) error {
 	return errors.New(msg)
 }
 
-func parseLevel(s string) (slog.Level, error) {
+// ParseLevel is the log level a BIGSEG_LOG_LEVEL names.
+func ParseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
@@ -381,7 +407,7 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// usageFormat is envconfig's table with each variable's default as defaultConfig has it.
+// usageFormat is envconfig's table with each variable's default as Default has it.
 const usageFormat = `This application is configured via the environment. The following environment
 variables can be used:
 
@@ -389,8 +415,8 @@ KEY	TYPE	DEFAULT	DESCRIPTION
 {{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}
 {{end}}`
 
-// usage lists every variable with its default.
-func usage(w io.Writer) error {
+// Usage lists every variable with its default, after the server's commands.
+func Usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
@@ -398,16 +424,16 @@ func usage(w io.Writer) error {
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	cfg := defaultConfig()
-	if err := envconfig.Usagef(envPrefix, &cfg, tw, usageFormat); err != nil {
+	cfg := Default()
+	if err := envconfig.Usagef(VarPrefix, &cfg, tw, usageFormat); err != nil {
 		return err
 	}
 	fmt.Fprintln(tw)
 	return tw.Flush()
 }
 
-// loadKeyPair is tls.LoadX509KeyPair with guard.ReadSettingFile.
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+// LoadKeyPair is tls.LoadX509KeyPair with guard.ReadSettingFile.
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	cert, err := guard.ReadSettingFile(certFile)
 	if err != nil {
 		return tls.Certificate{}, err

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/tls"
@@ -12,13 +12,13 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// hasRedis says whether a Redis is configured (else the embedded store is used).
-func (c config) hasRedis() bool {
+// HasRedis says whether a Redis is configured (else the embedded store is used).
+func (c Config) HasRedis() bool {
 	return c.RedisURL != "" || len(c.RedisClusterAddrs) > 0 || len(c.RedisSentinelAddrs) > 0
 }
 
 // validateRedis checks the Redis settings; secrets never appear in its messages.
-func (c config) validateRedis() []error {
+func (c Config) validateRedis() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	var set []string
@@ -34,7 +34,7 @@ func (c config) validateRedis() []error {
 	if len(set) > 1 {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
 	}
-	if !c.hasRedis() {
+	if !c.HasRedis() {
 		if len(c.Environments) > 1 {
 			bad("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment")
 		}
@@ -78,7 +78,7 @@ func (c config) validateRedis() []error {
 	return append(errs, c.validateRedisTLS()...)
 }
 
-func (c config) validateRedisURL() []error {
+func (c Config) validateRedisURL() []error {
 	if err := redis.CheckURL(c.RedisURL); err != nil {
 		return []error{fmt.Errorf("BIGSEG_REDIS_URL: %w", err)}
 	}
@@ -104,7 +104,7 @@ func urlUser(rawURL string) (user, pass bool) {
 	return u != "", hasPass && p != ""
 }
 
-func (c config) validateRedisTLS() []error {
+func (c Config) validateRedisTLS() []error {
 	var errs []error
 	if !c.tlsEnabled() {
 		for name, v := range map[string]string{
@@ -125,12 +125,12 @@ func (c config) validateRedisTLS() []error {
 	return errs
 }
 
-func (c config) tlsEnabled() bool {
+func (c Config) tlsEnabled() bool {
 	return c.RedisTLS || strings.HasPrefix(c.RedisURL, "rediss://")
 }
 
 // redisTLSConfig builds the TLS settings for Redis; nil when TLS is off.
-func (c config) redisTLSConfig() (*tls.Config, error) {
+func (c Config) redisTLSConfig() (*tls.Config, error) {
 	if !c.tlsEnabled() {
 		return nil, nil
 	}
@@ -146,7 +146,7 @@ func (c config) redisTLSConfig() (*tls.Config, error) {
 		}
 	}
 	if c.RedisTLSCertFile != "" {
-		cert, err := loadKeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
+		cert, err := LoadKeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CERT_FILE/KEY_FILE: %w", err)
 		}
@@ -168,8 +168,8 @@ func secret(value, file, fileVar string) (string, error) {
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
-// redisOptions are the Redis client's options, secrets and certificates read from their files.
-func (c config) redisOptions() (o redis.ClientOptions, err error) {
+// RedisOptions are the Redis client's options, secrets and certificates read from their files.
+func (c Config) RedisOptions() (o redis.ClientOptions, err error) {
 	o = redis.ClientOptions{URL: c.RedisURL, ClusterAddrs: c.RedisClusterAddrs, SentinelAddrs: c.RedisSentinelAddrs,
 		SentinelMaster: c.RedisSentinelMaster, Username: c.RedisUsername, DB: c.RedisDB,
 		DialTimeout: c.RedisDialTimeout, ReadTimeout: c.RedisReadTimeout, WriteTimeout: c.RedisWriteTimeout,

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("the defaults do not validate: %v", err)
+	}
+}
+
+func TestValidateNamesTheVariables(t *testing.T) {
+	c := Default()
+	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
+	c.RedisURL, c.RedisClusterAddrs = "redis://127.0.0.1:6379", []string{"127.0.0.1:7000"}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"BIGSEG_CACHE_SIZE: must not be negative", "BIGSEG_MAX_CONNS: must be positive",
+		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_ADDRS are set"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestServed(t *testing.T) {
+	c := Default()
+	envs, err := c.Served()
+	if err != nil || len(envs) != 1 || envs[0] != (Environment{DefaultEnvironment, c.Prefix}) {
+		t.Errorf("no BIGSEG_ENVIRONMENTS: %v, %v; want the default environment of BIGSEG_PREFIX", envs, err)
+	}
+	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
+	envs, err = c.Served()
+	if err != nil || len(envs) != 2 || envs[1] != (Environment{"staging", "ld-staging"}) {
+		t.Errorf("Served = %v, %v", envs, err)
+	}
+	for _, bad := range [][]string{{"a=x", "a=y"}, {"a=x", "b=x"}, {"a=x", ""}, {"a/b=x"}, {"Prod=x"}, {"a="}, {"a=x y"}} {
+		c.Environments = bad
+		if _, err := c.Served(); err == nil || !strings.Contains(err.Error(), "BIGSEG_ENVIRONMENTS: pair") {
+			t.Errorf("%q: %v, want an error naming the pair", bad, err)
+		}
+	}
+}
+
+func TestEnvironmentPrefix(t *testing.T) {
+	c := Default()
+	if p, err := c.EnvironmentPrefix(""); err != nil || p != c.Prefix {
+		t.Errorf("one environment: %q, %v", p, err)
+	}
+	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
+	if p, err := c.EnvironmentPrefix("staging"); err != nil || p != "ld-staging" {
+		t.Errorf("staging: %q, %v", p, err)
+	}
+	if _, err := c.EnvironmentPrefix(""); err == nil || !strings.Contains(err.Error(), "production, staging") {
+		t.Errorf("several environments, none named: %v", err)
+	}
+	if _, err := c.EnvironmentPrefix("qa"); err == nil || !strings.Contains(err.Error(), `no environment "qa"`) {
+		t.Errorf("an unknown environment: %v", err)
+	}
+}
+
+func TestUnknownVariables(t *testing.T) {
+	err := UnknownVariables([]string{"PATH=/bin", "BIGSEG_REDIS_ULR=redis://x", "BIGSEG_ADDR=:1"})
+	if err == nil || !strings.Contains(err.Error(), "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?") {
+		t.Errorf("a misspelt setting: %v", err)
+	}
+	if err := UnknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s"}); err != nil {
+		t.Errorf("Kubernetes' and the tests' variables: %v", err)
+	}
+}
