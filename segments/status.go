@@ -207,22 +207,7 @@ func (s *Service) logChange(st StoreStatus, err error) {
 // returns nil once ctx has ended and every goroutine it kept has finished; run it once per
 // Service.
 func (s *Service) Run(ctx context.Context) error {
-	stopReaders := s.reads.keepReaders()
-	defer stopReaders()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-			next := s.pollInterval
-			if st := s.Poll(ctx); st.Unreachable {
-				next = min(next, recoveryPollInterval)
-			}
-			timer.Reset(next)
-		}
-	}
+	return NewGroup(nil, []*Service{s}, nil).Run(ctx)
 }
 
 // Drain marks the service as shutting down: from now on Readiness is false, so that load
