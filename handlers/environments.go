@@ -35,6 +35,9 @@ func (s *server) environment(w http.ResponseWriter, r *http.Request) (Environmen
 	return e, ok
 }
 
+// notAnEnvironment is what scope says of a route's name that no environment could have.
+const notAnEnvironment = "(not an environment name)"
+
 // envName is what an environment's name is made of (path-safe, short).
 var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
@@ -47,9 +50,15 @@ func (s *server) names() string {
 }
 
 // scope is the environment a request asks the token check for: its route's, the one served
-// on an unscoped route, or "" (every environment) on an unscoped route when several are.
+// on an unscoped route, or "" (every environment) on an unscoped route when several are. A
+// route's name that cannot be an environment's is not repeated to the client (the check's
+// 403 names it): it stands for no environment, which only a token of every one opens, for
+// the handler's 404.
 func (s *server) scope(r *http.Request) string {
 	if name := chi.URLParam(r, envParam); name != "" {
+		if _, known := s.byName[name]; !known && !envName.MatchString(name) {
+			return notAnEnvironment
+		}
 		return name
 	}
 	if len(s.envs) == 1 {

@@ -180,6 +180,9 @@ func TestScopedTokens(t *testing.T) {
 		{"tok-staging", "/environments/production/status/stream", 403},
 		{"tok-all", "/environments/production/memberships/alice", 200},
 		{"nope", "/environments/staging/memberships/alice", 401},
+		{"tok-staging", "/environments/" + strings.Repeat("a", 5000) + "/memberships/alice", 403},
+		{"tok-staging", "/environments/production%2F..%2Fstaging/memberships/alice", 403},
+		{"tok-all", "/environments/" + strings.Repeat("a", 5000) + "/memberships/alice", 404},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+c.path, nil)
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -189,6 +192,10 @@ func TestScopedTokens(t *testing.T) {
 		resp, body := apitest.Do(t, nil, req)
 		if resp.StatusCode != c.want {
 			t.Errorf("%s %s: %d %s, want %d", c.token, c.path, resp.StatusCode, body, c.want)
+		}
+		// A name that no environment could have is not repeated back, at any length.
+		if len(body) > 200 || strings.Contains(string(body), "..") {
+			t.Errorf("%s %.40s...: the answer repeats the path: %.100s", c.token, c.path, body)
 		}
 	}
 }

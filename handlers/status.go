@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,7 +111,7 @@ func (s *server) getStatusStream() http.HandlerFunc {
 			Error(w, r, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
-		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]sent, len(envs))}
+		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]sent, len(envs)), open: s.stillOpen(r)}
 		cases := []reflect.SelectCase{
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Context().Done())},
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Stop)},
@@ -127,8 +128,18 @@ func (s *server) getStatusStream() http.HandlerFunc {
 	}
 }
 
+// stillOpen says, each time it is called, whether the request's token still opens what it
+// asked for: a status stream ends at its next event or heartbeat once its token is revoked.
+func (s *server) stillOpen(r *http.Request) func() bool {
+	if !s.Tokens.Enabled() {
+		return func() bool { return true }
+	}
+	session, env := s.Tokens.SessionOf(r), s.scope(r)
+	return func() bool { return session.Scope().Opens(env) }
+}
+
 // stream sends each environment's current status, then each change and a heartbeat comment,
-// until the client goes, the server stops or a write fails. cases are what it waits on: the
+// until the client goes, the server stops, a write fails or its token is revoked. cases are what it waits on: the
 // client's end, the server's stop, the heartbeat, then each environment's changes.
 func (s *server) stream(ew *eventWriter, envs []Environment, cases []reflect.SelectCase) {
 	for _, e := range envs {
@@ -157,12 +168,16 @@ func (s *server) stream(ew *eventWriter, envs []Environment, cases []reflect.Sel
 	}
 }
 
+// errRevoked ends a stream whose token no longer opens it.
+var errRevoked = errors.New("the stream's token is no longer accepted")
+
 // eventWriter writes a status stream's events, flushing each.
 type eventWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	s    *server
 	last map[string]sent // by environment
+	open func() bool     // whether the stream's token still opens it
 }
 
 // sent is the last status an event said of an environment.
@@ -189,6 +204,9 @@ func (ew *eventWriter) comment(text string) error {
 // write writes and flushes text within the stream write timeout: a client that stops reading
 // loses its stream, and its slot, then, and never holds up a shutdown for longer.
 func (ew *eventWriter) write(text string) error {
+	if !ew.open() {
+		return errRevoked
+	}
 	if err := ew.rc.SetWriteDeadline(time.Now().Add(ew.s.StreamWriteTimeout)); err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -489,5 +491,38 @@ func TestStatusFollowsTheCursor(t *testing.T) {
 	svc.Poll(ctx)
 	if ev := e.next(t); ev.Cursor != nil || ev.DataChangedAt != nil {
 		t.Errorf("event after the cursor went away: cursor %v, dataChangedAt %v; want both null", ev.Cursor, ev.DataChangedAt)
+	}
+}
+
+// TestStatusStreamEndsWhenTokenRevoked: an open stream whose token is revoked ends at its next
+// heartbeat, so that no held request outlives its token.
+func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(file, []byte("tok\n"), 0o600)
+	tokens, err := guard.NewTokens(nil, file, nil, nil, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := segments.New(&switchStore{}, segments.WithStaleAfter(time.Minute))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Tokens: tokens, Heartbeat: 10 * time.Millisecond},
+		handlers.Environment{Name: "default", Service: svc}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/stream", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); resp.StatusCode != 200 || line != "event: status\n" {
+		t.Fatalf("the stream: %d, %q %v", resp.StatusCode, line, err)
+	}
+	os.WriteFile(file, []byte("another\n"), 0o600)
+	tokens.Reload()
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Errorf("the stream of a revoked token did not end: %v", err)
 	}
 }

@@ -74,13 +74,17 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	before := len(c.out)
 	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
 	switch {
+	case !known && (name == "post" || name == "host:"):
+		// HTTP sent to this port, maybe by a browser made to (cross-protocol scripting):
+		// closed without an answer, as Redis does.
+		label, c.closing = "other", true
 	case !known:
 		label = "other"
 		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.keys.expected+" (read only)")
 	case len(args) > maxArgs || cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
 		c.out = redcon.AppendError(c.out, "ERR wrong number of arguments for '"+name+"' command")
-	case !cmd.open && s.cfg.Tokens.Enabled() && !c.authed:
-		c.out = redcon.AppendError(c.out, "NOAUTH Authentication required.")
+	case !cmd.open && s.cfg.Tokens.Enabled() && !s.signedIn(c):
+		// signedIn answered
 	default:
 		cmd.run(s, c, args)
 	}
@@ -216,11 +220,9 @@ func (s *Server) auth(c *conn, args [][]byte) {
 // checked at each read, against the environment of the key read (see opens).
 func (s *Server) authenticate(c *conn, token []byte) bool {
 	if !s.cfg.Tokens.Enabled() {
-		c.authed = true
 		return true
 	}
-	if c.scope = s.cfg.Tokens.Scope(string(token)); c.scope != nil {
-		c.authed = true
+	if c.session = s.cfg.Tokens.Session(string(token)); c.session != nil {
 		return true
 	}
 	c.failed++
@@ -231,9 +233,26 @@ func (s *Server) authenticate(c *conn, token []byte) bool {
 	return false
 }
 
-// opens says whether the connection's token opens env, answering NOPERM if not.
+// signedIn says whether the connection's AUTH holds, answering NOAUTH if not. A token revoked
+// since (the tokens file changed) ends the connection once that is answered, as Redis closes
+// the connections of a user deleted: its pooled connections do not outlive the token.
+func (s *Server) signedIn(c *conn) bool {
+	switch {
+	case c.session == nil:
+		c.out = redcon.AppendError(c.out, "NOAUTH Authentication required.")
+		return false
+	case c.session.Scope() == nil:
+		c.session, c.closing = nil, true
+		c.out = redcon.AppendError(c.out, "NOAUTH the token of this connection is no longer accepted")
+		return false
+	}
+	return true
+}
+
+// opens says whether the connection's token opens env, answering NOPERM if not. Its scope is
+// the token's as the tokens are now: a token rescoped opens what it now does.
 func (s *Server) opens(c *conn, env *Environment) bool {
-	if !s.cfg.Tokens.Enabled() || c.scope.Opens(env.Name) {
+	if !s.cfg.Tokens.Enabled() || c.session.Scope().Opens(env.Name) {
 		return true
 	}
 	c.out = redcon.AppendError(c.out, "NOPERM this token does not open environment "+env.Name+" (prefix "+strconv.Quote(env.Prefix)+")")
@@ -244,12 +263,12 @@ func (s *Server) opens(c *conn, env *Environment) bool {
 // NOPROTO, and clients fall back to RESP2, as with a Redis without RESP3).
 func (s *Server) hello(c *conn, args [][]byte) {
 	if len(args) > 1 {
-		if v := string(args[1]); v != "2" {
-			if v == "3" {
-				c.out = redcon.AppendError(c.out, "NOPROTO sorry, this protocol version is not supported")
-			} else {
-				c.out = redcon.AppendError(c.out, "ERR Protocol version is not an integer or out of range")
-			}
+		switch v, err := strconv.ParseInt(string(args[1]), 10, 64); {
+		case err != nil:
+			c.out = redcon.AppendError(c.out, "ERR Protocol version is not an integer or out of range")
+			return
+		case v != 2:
+			c.out = redcon.AppendError(c.out, "NOPROTO sorry, this protocol version is not supported")
 			return
 		}
 	}
@@ -261,14 +280,16 @@ func (s *Server) hello(c *conn, args [][]byte) {
 			}
 			i += 2
 		case opt == "setname" && i+1 < len(args):
-			c.name = string(args[i+1])
+			if !c.setName(args[i+1]) {
+				return
+			}
 			i++
 		default:
 			c.out = redcon.AppendError(c.out, "ERR Syntax error in HELLO option '"+printable(opt)+"'")
 			return
 		}
 	}
-	if s.cfg.Tokens.Enabled() && !c.authed {
+	if s.cfg.Tokens.Enabled() && c.session == nil {
 		c.out = redcon.AppendError(c.out, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
@@ -306,8 +327,9 @@ func (s *Server) selectDB(c *conn, args [][]byte) {
 func (s *Server) client(c *conn, args [][]byte) {
 	switch sub := strings.ToLower(string(args[1])); {
 	case sub == "setname" && len(args) == 3:
-		c.name = string(args[2])
-		c.out = redcon.AppendOK(c.out)
+		if c.setName(args[2]) {
+			c.out = redcon.AppendOK(c.out)
+		}
 	case sub == "getname" && len(args) == 2:
 		if c.name == "" {
 			c.out = redcon.AppendNull(c.out)
@@ -321,6 +343,19 @@ func (s *Server) client(c *conn, args [][]byte) {
 	default:
 		c.out = redcon.AppendError(c.out, "ERR bigseg answers CLIENT SETNAME, GETNAME, ID and SETINFO only")
 	}
+}
+
+// setName takes name as the connection's, answering the error of one Redis refuses (spaces,
+// newlines, special characters).
+func (c *conn) setName(name []byte) bool {
+	for _, b := range name {
+		if b <= ' ' || b > '~' {
+			c.out = redcon.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
+			return false
+		}
+	}
+	c.name = string(name)
+	return true
 }
 
 // info answers INFO with what clients look at: a server section, and loading:0 (ioredis's
@@ -347,7 +382,7 @@ func (s *Server) quit(c *conn, args [][]byte) {
 
 // reset forgets what the connection said of itself, its AUTH included.
 func (s *Server) reset(c *conn, args [][]byte) {
-	c.authed, c.scope, c.name = false, nil, ""
+	c.session, c.name = nil, ""
 	c.out = redcon.AppendString(c.out, "RESET")
 }
 

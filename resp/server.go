@@ -216,10 +216,9 @@ type conn struct {
 	nc      net.Conn
 	id      int64
 	busy    atomic.Bool
-	out     []byte // answers not yet sent
-	authed  bool
-	scope   *guard.Scope // what the token of its AUTH opens
-	failed  int          // AUTHs that failed
+	out     []byte         // answers not yet sent
+	session *guard.Session // the token of its AUTH, with tokens required
+	failed  int            // AUTHs that failed
 	name    string
 	now     time.Time // when the command being answered began
 	last    lookup    // the lookup of the command being answered, if an SMEMBERS

@@ -3,6 +3,7 @@ package resp_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -153,7 +154,10 @@ func TestRefusals(t *testing.T) {
 		{[]any{"GET", "ld-prod:big_segments_cursor"}, "ERR bigseg serves"},
 		{[]any{"SELECT", "1"}, "ERR DB index is out of range"},
 		{[]any{"GET"}, "ERR wrong number of arguments for 'get' command"},
-		{[]any{"HELLO", "4"}, "ERR Protocol version"},
+		{[]any{"HELLO", "4"}, "NOPROTO"},
+		{[]any{"HELLO", "two"}, "ERR Protocol version is not an integer"},
+		{[]any{"CLIENT", "SETNAME", "a\r\nb"}, "ERR Client names cannot contain spaces, newlines or special characters"},
+		{[]any{"HELLO", "2", "SETNAME", "a b"}, "ERR Client names cannot contain"},
 		{[]any{"CLIENT", "KILL", "1"}, "ERR bigseg answers CLIENT SETNAME, GETNAME, ID and SETINFO only"},
 	} {
 		if got := errorText(t, rc, c.args...); !strings.Contains(got, c.want) {
@@ -331,5 +335,24 @@ func TestRESPEnvironments(t *testing.T) {
 	err := rc.SMembers(ctx, "launchdarkly:big_segment_include:"+h).Err()
 	if err == nil || !strings.Contains(err.Error(), `prefixes "ld-prod", "ld-staging"`) {
 		t.Errorf("a prefix not served: %v", err)
+	}
+}
+
+// TestHTTPIsRefused: HTTP sent to the listener (a browser made to, cross-protocol scripting)
+// is answered by nothing and closed at its POST or Host: line, as Redis does.
+func TestHTTPIsRefused(t *testing.T) {
+	addr := serve(t, service(t, contexts), resp.Config{})
+	for _, req := range []string{"POST / HTTP/1.1\r\nHost: x\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, req)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || strings.Contains(string(got), "Host") || strings.Count(string(got), "\r\n") > 1 {
+			t.Errorf("%q: answered %q, %v; want at most the GET's error, then the connection closed", req, got, err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -279,7 +280,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 				a.log.Error("Redis-protocol listener stopped", "err", err.Error())
 			}
 		}()
-		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefix", a.cfg.Prefix)
+		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.prefixes())
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
@@ -418,6 +419,15 @@ type openedStore struct {
 	poolStats    func() metrics.PoolStats
 	reload       func() error // the embedded store only
 	close        func()
+}
+
+// prefixes are the key prefixes served, as the log names them.
+func (o openedStore) prefixes() string {
+	var p []string
+	for _, e := range o.envs {
+		p = append(p, e.Prefix)
+	}
+	return strings.Join(p, ",")
 }
 
 // openStore opens the configured stores.

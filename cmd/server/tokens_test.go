@@ -1,11 +1,21 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/bigseg/bigseg/segments"
 )
 
 // lookupWith is the status code of a lookup with the given Authorization header values.
@@ -66,5 +76,61 @@ func TestTokensFileRotation(t *testing.T) {
 	}
 	if got := lookupWith(t, p.URL, "Bearer newer-token"); got != 200 {
 		t.Errorf("the last good token while the file has none: %d, want 200", got)
+	}
+}
+
+// TestRevokedTokenEndsHeldRESPConnections revokes, under the real binary, the token of a
+// Redis-protocol connection that is already signed in (an SDK's pooled connection): its next
+// command is refused and the connection closed, so that no held connection outlives its token.
+func TestRevokedTokenEndsHeldRESPConnections(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, file, "old-token\n")
+	p := startProcess(t, withRESP(map[string]string{"BIGSEG_API_TOKENS_FILE": file, "BIGSEG_SEED_FILE": "../../examples/memberships.json"}))
+	conn, err := net.Dial("tcp", respAddr(t, p.logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	send := func(args ...string) string {
+		t.Helper()
+		fmt.Fprintf(conn, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(conn, "$%d\r\n%s\r\n", len(a), a)
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if strings.HasPrefix(line, "*") { // the members of a set: read on
+			n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+			for range 2 * n {
+				br.ReadString('\n')
+			}
+		}
+		return strings.TrimSpace(line)
+	}
+	include := "launchdarkly:big_segment_include:" + segments.Hash("alice")
+	if got := send("AUTH", "old-token"); got != "+OK" {
+		t.Fatalf("AUTH with the token: %q", got)
+	}
+	if got := send("SMEMBERS", include); got != "*2" {
+		t.Fatalf("SMEMBERS signed in: %q, want alice's two refs", got)
+	}
+
+	writeFile(t, file, "new-token\n")
+	p.signal(t, syscall.SIGHUP)
+	p.logs.wait(t, "API tokens reloaded")
+	if got := send("SMEMBERS", include); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Errorf("SMEMBERS once the token is revoked: %q, want NOAUTH", got)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the connection of a revoked token: %v, want it closed (EOF)", err)
+	}
+	if got := respRaw(t, respAddr(t, p.logs), []string{"AUTH", "old-token"}, []string{"AUTH", "new-token"}, []string{"SMEMBERS", include}); !slices.Equal(got,
+		[]string{"-WRONGPASS invalid username-password pair or user is disabled.\r\n", "+OK\r\n", "*2\r\n"}) {
+		t.Errorf("a new connection: %q", got)
 	}
 }

@@ -42,6 +42,12 @@ func (t *Tokens) Require(refuse Refuse, env func(*http.Request) string) func(htt
 	}
 }
 
+// SessionOf is the session of the request's bearer token, nil without a valid one: for a
+// handler that holds its request open (a status stream), to end it once its token is revoked.
+func (t *Tokens) SessionOf(r *http.Request) *Session {
+	return t.Session(bearer(r.Header.Get("Authorization")))
+}
+
 // bearer is the token of an Authorization header value, "" if it names another scheme.
 func bearer(header string) string {
 	scheme, token, ok := strings.Cut(header, " ")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,10 +35,12 @@ func ReadSettingFile(path string) ([]byte, error) {
 const FileCheckInterval = time.Second
 
 // recheck hands out turns to look at files again: at most one per FileCheckInterval, one at
-// a time, and never to a caller that would have to wait for another's look.
+// a time, and never to a caller that would have to wait for another's look. Between turns it
+// costs a look at the clock and an atomic load.
 type recheck struct {
 	now func() time.Time
 
+	next    atomic.Int64 // unix nanoseconds before which no look is due
 	mu      sync.Mutex
 	checked time.Time // when the last look began
 	busy    bool
@@ -45,12 +48,17 @@ type recheck struct {
 
 // due says whether the caller should look now; if so, it must call done after.
 func (r *recheck) due() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.busy || r.now().Sub(r.checked) < FileCheckInterval {
+	now := r.now()
+	if now.UnixNano() < r.next.Load() {
 		return false
 	}
-	r.busy, r.checked = true, r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.busy || now.Sub(r.checked) < FileCheckInterval {
+		return false
+	}
+	r.busy, r.checked = true, now
+	r.next.Store(now.Add(FileCheckInterval).UnixNano())
 	return true
 }
 

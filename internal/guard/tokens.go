@@ -32,8 +32,10 @@ type Tokens struct {
 	log     *slog.Logger
 	observe func(failing bool)
 
-	entries atomic.Pointer[[]token]
-	check   recheck
+	entries  atomic.Pointer[[]token]
+	check    recheck
+	failures atomic.Int64 // tokens refused since the last log line that counted them
+	failSaid atomic.Int64 // when that line was written, unix nanoseconds
 
 	mu      sync.Mutex // one reload at a time; guards what follows
 	last    string     // the file's contents last tried
@@ -56,24 +58,31 @@ func NewTokens(list []string, file string, log *slog.Logger, observe func(failin
 	if observe == nil {
 		observe = func(bool) {}
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	t := &Tokens{file: file, known: known, log: log, observe: observe, check: recheck{now: time.Now}}
 	if file == "" {
 		var entries []token
+		short := 0
 		for _, s := range trimmed(list) {
 			entries = append(entries, token{digest: sha256.Sum256([]byte(s))})
+			short += isShort(s)
 		}
 		t.entries.Store(&entries)
+		t.warnShort(short)
 		return t, nil
 	}
 	b, err := ReadSettingFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err)
 	}
-	entries, err := t.parse(string(b))
+	entries, short, err := t.parse(string(b))
 	if err != nil {
 		return nil, err
 	}
 	t.entries.Store(&entries)
+	t.warnShort(short)
 	t.last, t.check.checked = string(b), time.Now()
 	observe(false)
 	return t, nil
@@ -90,9 +99,9 @@ func trimmed(list []string) []string {
 }
 
 // parse reads a token file: one token a line, then optionally the environments it opens.
-// The error of a bad line names its number, never its token.
-func (t *Tokens) parse(s string) ([]token, error) {
-	var out []token
+// The error of a bad line names its number, never its token. short counts the tokens
+// shorter than MinTokenLength.
+func (t *Tokens) parse(s string) (out []token, short int, err error) {
 	n := 0
 	for line := range strings.Lines(s) {
 		n++
@@ -101,13 +110,14 @@ func (t *Tokens) parse(s string) ([]token, error) {
 			continue
 		}
 		entry := token{digest: sha256.Sum256([]byte(fields[0]))}
+		short += isShort(fields[0])
 		switch {
 		case len(fields) > 2:
-			return nil, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: want a token, then optionally its environments, comma-separated", n)
+			return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: want a token, then optionally its environments, comma-separated", n)
 		case len(fields) == 2:
 			for _, env := range strings.Split(fields[1], ",") {
 				if !slices.Contains(t.known, env) {
-					return nil, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token is scoped to %q, which is not an environment served (%s)",
+					return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token is scoped to %q, which is not an environment served (%s)",
 						n, env, strings.Join(t.known, ", "))
 				}
 				entry.scope = append(entry.scope, env)
@@ -116,9 +126,44 @@ func (t *Tokens) parse(s string) ([]token, error) {
 		out = append(out, entry)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("BIGSEG_API_TOKENS_FILE: no token in it")
+		return nil, 0, errors.New("BIGSEG_API_TOKENS_FILE: no token in it")
 	}
-	return out, nil
+	return out, short, nil
+}
+
+// MinTokenLength is the length under which a token is said, at start and at each reload, to
+// be guessable: a token is the only thing between a client and the data, and a client may try
+// tens of thousands a second (over as many connections as it likes). 32 hexadecimal digits
+// are 128 bits.
+const MinTokenLength = 32
+
+func isShort(token string) int {
+	if len(token) < MinTokenLength {
+		return 1
+	}
+	return 0
+}
+
+// warnShort logs how many tokens are short, if any (never which).
+func (t *Tokens) warnShort(short int) {
+	if short > 0 {
+		t.log.Warn("some API tokens are short enough to be guessed: use random ones of min_length characters at least (openssl rand -hex 16)",
+			"short", short, "min_length", MinTokenLength)
+	}
+}
+
+// FailureLogInterval is the least time between two log lines that count the tokens refused.
+const FailureLogInterval = time.Minute
+
+// failed counts a token refused: the first of them is logged at once, then at most one line per
+// FailureLogInterval, with the count since the last.
+func (t *Tokens) failed() {
+	t.failures.Add(1)
+	now, last := t.check.now().UnixNano(), t.failSaid.Load()
+	if last != 0 && now-last < int64(FailureLogInterval) || !t.failSaid.CompareAndSwap(last, now) {
+		return
+	}
+	t.log.Warn("API tokens refused (wrong or revoked) since the last such line", "refused", t.failures.Swap(0))
 }
 
 // Enabled says whether any token is required: false means the server is open.
@@ -131,22 +176,66 @@ func (t *Tokens) Valid(token string) bool { return t.Scope(token) != nil }
 // environments. It looks at the file again first if that is due, without waiting for a look
 // in progress.
 func (t *Tokens) Scope(presented string) *Scope {
+	t.recheck()
+	return t.scopeOf(t.entries.Load(), sha256.Sum256([]byte(presented)))
+}
+
+// recheck looks at the file again if that is due.
+func (t *Tokens) recheck() {
 	if t.file != "" && t.check.due() {
 		t.reloadIfChanged()
 		t.check.done()
 	}
-	digest := sha256.Sum256([]byte(presented))
+}
+
+// scopeOf is what the token of digest opens among entries, nil if none is it; a miss is
+// counted for the log (see failed).
+func (t *Tokens) scopeOf(entries *[]token, digest [sha256.Size]byte) *Scope {
 	found := -1
-	entries := *t.entries.Load()
-	for i, e := range entries {
+	for i, e := range *entries {
 		if subtle.ConstantTimeCompare(digest[:], e.digest[:]) == 1 {
 			found = i
 		}
 	}
 	if found < 0 {
+		t.failed()
 		return nil
 	}
-	return &Scope{envs: entries[found].scope}
+	return &Scope{envs: (*entries)[found].scope}
+}
+
+// Session is a token presented once and then held, by a Redis-protocol connection after its
+// AUTH or by a status stream: its Scope follows the tokens as they are reloaded, so that a
+// token revoked opens nothing from the next command on, and one rescoped opens what it now
+// does. A Session is used by one goroutine at a time.
+type Session struct {
+	t       *Tokens
+	digest  [sha256.Size]byte
+	entries *[]token // the tokens scope was read from
+	scope   *Scope
+}
+
+// Session returns the session of token, nil if it is no accepted token.
+func (t *Tokens) Session(presented string) *Session {
+	t.recheck()
+	s := &Session{t: t, digest: sha256.Sum256([]byte(presented)), entries: t.entries.Load()}
+	if s.scope = t.scopeOf(s.entries, s.digest); s.scope == nil {
+		return nil
+	}
+	return s
+}
+
+// Scope is what the session's token opens now: nil once it is revoked. It costs a look at
+// the clock while the tokens are unchanged. A nil Session opens nothing.
+func (s *Session) Scope() *Scope {
+	if s == nil {
+		return nil
+	}
+	s.t.recheck()
+	if e := s.t.entries.Load(); e != s.entries {
+		s.entries, s.scope = e, s.t.scopeOf(e, s.digest)
+	}
+	return s.scope
 }
 
 // Opens says whether token opens environment env ("": every environment).
@@ -190,8 +279,10 @@ func (t *Tokens) reloadIfChanged() {
 	default:
 		t.last, t.readErr = string(b), ""
 		var entries []token
-		if entries, err = t.parse(string(b)); err == nil {
+		var short int
+		if entries, short, err = t.parse(string(b)); err == nil {
 			t.entries.Store(&entries)
+			t.warnShort(short)
 			t.failing = false
 			t.observe(false)
 			t.log.Info("API tokens reloaded", "tokens", len(entries))

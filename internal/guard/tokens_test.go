@@ -229,3 +229,65 @@ func TestTokenScopes(t *testing.T) {
 		t.Errorf("a scope naming no environment: %v", err)
 	}
 }
+
+// TestSessionFollowsReloads: a session (a connection's AUTH) opens what its token opens as the
+// file is now: a token rescoped opens its new environments only, a token revoked nothing, and
+// a token given back opens again.
+func TestSessionFollowsReloads(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir+"/tokens", "tok-a\ntok-b staging\n")
+	tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.DiscardHandler), nil, "production", "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tok.Session("tok-a"), tok.Session("tok-b")
+	if tok.Session("nope") != nil || a == nil || b == nil {
+		t.Fatal("sessions of a wrong token, or none of good ones")
+	}
+	if !a.Scope().Opens("production") || b.Scope().Opens("production") || !b.Scope().Opens("staging") {
+		t.Fatal("the scopes at start")
+	}
+	write(t, dir+"/tokens", "tok-b production\n")
+	tok.Reload()
+	if a.Scope() != nil {
+		t.Error("a revoked token's session still opens something")
+	}
+	if !b.Scope().Opens("production") || b.Scope().Opens("staging") {
+		t.Error("a rescoped token's session keeps its old scope")
+	}
+	write(t, dir+"/tokens", "tok-a\ntok-b production\n")
+	tok.Reload()
+	if !a.Scope().Opens("staging") {
+		t.Error("a token given back does not open again")
+	}
+	var none *guard.Session
+	if none.Scope().Opens("production") {
+		t.Error("a nil session opens something")
+	}
+}
+
+// TestRefusedTokensLogged: refused tokens are logged, the first at once, then one line per
+// FailureLogInterval that counts them; short tokens are said at start; no token is logged.
+func TestRefusedTokensLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		tok, _ := guard.NewTokens([]string{"short", strings.Repeat("k", guard.MinTokenLength)}, "", slog.New(slog.NewTextHandler(&logs, nil)), nil)
+		if !strings.Contains(logs.String(), "short=1") {
+			t.Errorf("one short token, not said:\n%s", logs.String())
+		}
+		for range 100 {
+			tok.Valid("wrong-xyzzy")
+		}
+		if n := strings.Count(logs.String(), "API tokens refused"); n != 1 || !strings.Contains(logs.String(), "refused=1") {
+			t.Errorf("after 100 refusals in a moment, %d lines, want 1 counting the first:\n%s", n, logs.String())
+		}
+		time.Sleep(guard.FailureLogInterval)
+		tok.Valid("wrong-xyzzy")
+		if n := strings.Count(logs.String(), "API tokens refused"); n != 2 || !strings.Contains(logs.String(), "refused=100") {
+			t.Errorf("a minute on, %d lines, want a second counting the 100 since:\n%s", n, logs.String())
+		}
+		if strings.Contains(logs.String(), "xyzzy") || strings.Contains(logs.String(), "kkkk") {
+			t.Errorf("a token was logged:\n%s", logs.String())
+		}
+	})
+}
