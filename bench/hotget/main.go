@@ -21,10 +21,11 @@ func main() {
 	n := flag.Int("n", 10000, "requests to send, in all")
 	conns := flag.Int("c", 8, "connections")
 	keys := flag.Int("keys", 1000, "distinct context keys (user-0 ...)")
+	prefix := flag.String("prefix", "", "path before /memberships/, such as /environments/default")
 	flag.Parse()
 	var g errgroup.Group
 	for c := range *conns {
-		g.Go(func() error { return send(*addr, c, *conns, *n, *keys) })
+		g.Go(func() error { return send(*addr, *prefix, c, *conns, *n, *keys) })
 	}
 	if err := g.Wait(); err != nil {
 		fmt.Fprintln(os.Stderr, "hotget:", err)
@@ -33,7 +34,7 @@ func main() {
 }
 
 // send sends requests c, c+conns, c+2*conns ... below n, one after another on one connection.
-func send(addr string, c, conns, n, keys int) error {
+func send(addr, prefix string, c, conns, n, keys int) error {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
@@ -41,7 +42,7 @@ func send(addr string, c, conns, n, keys int) error {
 	defer conn.Close()
 	br := bufio.NewReader(conn)
 	for i := c; i < n; i += conns {
-		if _, err := fmt.Fprintf(conn, "GET /memberships/user-%d HTTP/1.1\r\nHost: bench\r\n\r\n", i%keys); err != nil {
+		if _, err := fmt.Fprintf(conn, "GET %s/memberships/user-%d HTTP/1.1\r\nHost: bench\r\n\r\n", prefix, i%keys); err != nil {
 			return err
 		}
 		resp, err := http.ReadResponse(br, nil)

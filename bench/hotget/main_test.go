@@ -15,13 +15,13 @@ func TestSendsExactlyN(t *testing.T) {
 	seen := make(chan string, 1000)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Add(1)
-		seen <- strings.TrimPrefix(r.URL.Path, "/memberships/")
+		seen <- strings.TrimPrefix(r.URL.Path, "/environments/e/memberships/")
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	for c := range 3 {
-		if err := send(addr, c, 3, 100, 7); err != nil {
+		if err := send(addr, "/environments/e", c, 3, 100, 7); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -29,7 +29,7 @@ func TestSendsExactlyN(t *testing.T) {
 	for k := range seen {
 		keys[k] = true
 	}
-	if got.Load() != 100 || len(keys) != 7 {
+	if got.Load() != 100 || len(keys) != 7 || !keys["user-6"] {
 		t.Errorf("%d requests over %d keys, want 100 over 7", got.Load(), len(keys))
 	}
 }
@@ -39,7 +39,7 @@ func TestFailsOnAnErrorStatus(t *testing.T) {
 		http.Error(w, "no", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	if err := send(strings.TrimPrefix(srv.URL, "http://"), 0, 1, 5, 5); err == nil {
+	if err := send(strings.TrimPrefix(srv.URL, "http://"), "", 0, 1, 5, 5); err == nil {
 		t.Error("no error for a 503")
 	}
 }
