@@ -6,11 +6,12 @@ import "github.com/go-chi/chi/v5"
 func (s *server) routes(r chi.Router) {
 	// The lookups and status of each environment, under its name; and, unscoped, those of
 	// the one environment served, when there is only one.
-	r.Group(s.lookupRoutes)
-	r.Route("/environments/{env}", func(r chi.Router) {
-		r.Group(s.lookupRoutes)
-		r.Get("/status", s.getStatus())
-	})
+	// The routes are flat, in the one router: a subrouter mounted at /environments/{env}
+	// would route each request twice and join its pattern anew (13% more instructions per
+	// hot lookup, bench/instr -p).
+	r.Group(s.lookupRoutes(""))
+	r.Group(s.lookupRoutes("/environments/{env}"))
+	r.Get("/environments/{env}/status", s.getStatus())
 
 	// Operations: always open, never shed. GET routes answer HEAD too (see New).
 	r.Get("/status", s.getStatus())
@@ -18,16 +19,19 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/openapi.yaml", s.openAPI())
 }
 
-// lookupRoutes lists the lookups, and the status stream that holds a connection open: behind
-// the bearer token check, so that strangers use no capacity. A batch's body is read, within its
-// memory, then lookups take a slot once their input is read; streams take one of their own.
-func (s *server) lookupRoutes(r chi.Router) {
-	r.Use(s.authenticate)
-	r.With(s.Shed).Get("/memberships/{contextKey}", s.getMembership())
-	r.With(s.Shed).Get("/memberships", s.getMembershipByHash())
-	r.With(s.jsonBody, s.Bodies.Limit(s.MaxBodyBytes, s.BodyReadTimeout, s.batchUses, Error), s.Shed).
-		Post("/memberships", s.postMemberships())
-	r.With(s.Streams).Get("/status/stream", s.getStatusStream())
+// lookupRoutes lists the lookups under prefix, and the status stream that holds a connection
+// open: behind the bearer token check, so that strangers use no capacity. A batch's body is
+// read, within its memory, then lookups take a slot once their input is read; streams take one
+// of their own.
+func (s *server) lookupRoutes(prefix string) func(chi.Router) {
+	return func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.With(s.Shed).Get(prefix+"/memberships/{contextKey}", s.getMembership())
+		r.With(s.Shed).Get(prefix+"/memberships", s.getMembershipByHash())
+		r.With(s.jsonBody, s.Bodies.Limit(s.MaxBodyBytes, s.BodyReadTimeout, s.batchUses, Error), s.Shed).
+			Post(prefix+"/memberships", s.postMemberships())
+		r.With(s.Streams).Get(prefix+"/status/stream", s.getStatusStream())
+	}
 }
 
 // opsRoutes lists the routes of the operations listener (NewOps): metrics and the probes,
