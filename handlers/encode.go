@@ -46,7 +46,7 @@ const storeErrorMessage = "the Big Segment store could not be read"
 // it holds flushSize bytes. An answer that fits is sent in one write with its Content-Length;
 // a larger one is streamed (chunked).
 type encoder struct {
-	w       http.ResponseWriter // nil keeps the whole answer in b (tests)
+	w       http.ResponseWriter
 	code    int
 	pooled  *[]byte
 	b       []byte
@@ -66,7 +66,7 @@ var (
 )
 
 func (e *encoder) flushIfFull() {
-	if e.w != nil && len(e.b) >= flushSize {
+	if len(e.b) >= flushSize {
 		e.write()
 	}
 }
