@@ -195,19 +195,26 @@ func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // methodNotAllowed answers a method that a route does not have: OPTIONS with 204 and the
-// Allow header, any other with 405 and Allow.
+// Allow header, any other with 405 and Allow. chi sends it methods it does not know (FOO) on
+// any path: on a path of no route, that is a 404, as for every other method.
 func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path
 	}
+	found := false
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		if s.mux.Match(chi.NewRouteContext(), m, path) {
+			found = true
 			w.Header().Add("Allow", m)
 			if m == http.MethodGet {
 				w.Header().Add("Allow", http.MethodHead)
 			}
 		}
+	}
+	if !found {
+		s.notFound(w, r)
+		return
 	}
 	w.Header().Add("Allow", http.MethodOptions)
 	if r.Method == http.MethodOptions {

@@ -449,9 +449,19 @@ func TestHeadAndOptions(t *testing.T) {
 			t.Errorf("OPTIONS %s: %d %q Allow %q, want 204 with Allow %q", tt.path, resp.StatusCode, body, allow, tt.allow)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/nope", nil)
-	if resp, _ := apitest.Do(t, nil, req); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("OPTIONS on an unknown path: %d, want 404", resp.StatusCode)
+	// On a path of no route, every method is a 404, made-up ones too (chi sends those to
+	// the 405 handler whatever the path).
+	for _, method := range []string{http.MethodOptions, http.MethodDelete, "FOO", "PROPFIND"} {
+		for _, path := range []string{"/nope", "/status/", "/environments/default", "/environments/default/x"} {
+			req, _ := http.NewRequest(method, srv.URL+path, nil)
+			if resp, _ := apitest.Do(t, nil, req); resp.StatusCode != http.StatusNotFound || resp.Header.Get("Allow") != "" {
+				t.Errorf("%s %s: %d, Allow %q; want 404 and no Allow", method, path, resp.StatusCode, resp.Header.Values("Allow"))
+			}
+		}
+	}
+	req, _ := http.NewRequest("FOO", srv.URL+"/memberships/alice", nil)
+	if resp, _ := apitest.Do(t, nil, req); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("FOO on a route: %d, want 405", resp.StatusCode)
 	}
 }
 

@@ -83,8 +83,8 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.keys.expected+" (read only)")
 	case len(args) > maxArgs || cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
 		c.out = redcon.AppendError(c.out, "ERR wrong number of arguments for '"+name+"' command")
-	case !cmd.open && s.cfg.Tokens.Enabled() && !s.signedIn(c):
-		// signedIn answered
+	case s.cfg.Tokens.Enabled() && (!cmd.open || c.session != nil) && !s.signedIn(c):
+		// signedIn answered: a connection signed in is checked at every command, PING too
 	default:
 		cmd.run(s, c, args)
 	}
@@ -263,8 +263,9 @@ func (s *Server) opens(c *conn, env *Environment) bool {
 // NOPROTO, and clients fall back to RESP2, as with a Redis without RESP3).
 func (s *Server) hello(c *conn, args [][]byte) {
 	if len(args) > 1 {
+		// Integers as Redis reads them: no sign but a minus, no leading zero.
 		switch v, err := strconv.ParseInt(string(args[1]), 10, 64); {
-		case err != nil:
+		case err != nil || strconv.FormatInt(v, 10) != string(args[1]):
 			c.out = redcon.AppendError(c.out, "ERR Protocol version is not an integer or out of range")
 			return
 		case v != 2:
@@ -272,6 +273,7 @@ func (s *Server) hello(c *conn, args [][]byte) {
 			return
 		}
 	}
+	var name []byte // SETNAME's, taken once the HELLO is accepted
 	for i := 2; i < len(args); i++ {
 		switch opt := strings.ToLower(string(args[i])); {
 		case opt == "auth" && i+2 < len(args):
@@ -280,9 +282,7 @@ func (s *Server) hello(c *conn, args [][]byte) {
 			}
 			i += 2
 		case opt == "setname" && i+1 < len(args):
-			if !c.setName(args[i+1]) {
-				return
-			}
+			name = args[i+1]
 			i++
 		default:
 			c.out = redcon.AppendError(c.out, "ERR Syntax error in HELLO option '"+printable(opt)+"'")
@@ -291,6 +291,9 @@ func (s *Server) hello(c *conn, args [][]byte) {
 	}
 	if s.cfg.Tokens.Enabled() && c.session == nil {
 		c.out = redcon.AppendError(c.out, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	if name != nil && !c.setName(name) {
 		return
 	}
 	c.out = redcon.AppendArray(c.out, 14)

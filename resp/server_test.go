@@ -156,6 +156,8 @@ func TestRefusals(t *testing.T) {
 		{[]any{"GET"}, "ERR wrong number of arguments for 'get' command"},
 		{[]any{"HELLO", "4"}, "NOPROTO"},
 		{[]any{"HELLO", "two"}, "ERR Protocol version is not an integer"},
+		{[]any{"HELLO", "02"}, "ERR Protocol version is not an integer"},
+		{[]any{"HELLO", "+2"}, "ERR Protocol version is not an integer"},
 		{[]any{"CLIENT", "SETNAME", "a\r\nb"}, "ERR Client names cannot contain spaces, newlines or special characters"},
 		{[]any{"HELLO", "2", "SETNAME", "a b"}, "ERR Client names cannot contain"},
 		{[]any{"CLIENT", "KILL", "1"}, "ERR bigseg answers CLIENT SETNAME, GETNAME, ID and SETINFO only"},
@@ -172,7 +174,7 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// With tokens, every command but AUTH, HELLO, PING and QUIT needs AUTH first; wrong tokens
+// With tokens, every command but AUTH, HELLO, PING, QUIT and RESET needs AUTH first; wrong tokens
 // are refused, and after three the connection is closed.
 func TestTokens(t *testing.T) {
 	tokens, _ := guard.NewTokens([]string{"s3cret"}, "", slog.New(slog.DiscardHandler), nil)
@@ -207,6 +209,48 @@ func TestTokens(t *testing.T) {
 	rc := client(t, addr, 2, "s3cret")
 	if err := rc.Get(context.Background(), "launchdarkly:big_segments_synchronized_on").Err(); err != nil {
 		t.Errorf("with the token: %v", err)
+	}
+}
+
+// A connection signed in with a token that the tokens file then revokes is refused at its next
+// command, whatever it is (PING too), and closed; a HELLO refused sets no name.
+func TestRevokedSession(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(file, []byte("s3cret\n"), 0o600)
+	tokens, err := guard.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, service(t, contexts), resp.Config{Tokens: tokens})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exchange := func(cmd string) string {
+		t.Helper()
+		c.Write([]byte(cmd + "\r\n"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 512)
+		n, _ := c.Read(b)
+		return string(b[:n])
+	}
+	if got := exchange("HELLO 2 SETNAME early"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Errorf("HELLO SETNAME before AUTH: %q", got)
+	}
+	if got := exchange("AUTH s3cret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	if got := exchange("CLIENT GETNAME"); got != "$-1\r\n" {
+		t.Errorf("the name after a HELLO refused: %q, want none", got)
+	}
+	os.WriteFile(file, []byte("another\n"), 0o600)
+	tokens.Reload()
+	if got := exchange("PING"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Errorf("PING once the token is revoked: %q, want NOAUTH", got)
+	}
+	if got := exchange("PING"); got != "" {
+		t.Errorf("after the refusal: %q, want the connection closed", got)
 	}
 }
 

@@ -99,9 +99,13 @@ func trimmed(list []string) []string {
 }
 
 // parse reads a token file: one token a line, then optionally the environments it opens.
-// The error of a bad line names its number, never its token. short counts the tokens
+// The error of a bad line names its number, never its token nor what stands where the
+// environments should (a label or a second token, by mistake, is as secret). A token given on
+// two lines is an error: which scope was meant cannot be told. short counts the tokens
 // shorter than MinTokenLength.
 func (t *Tokens) parse(s string) (out []token, short int, err error) {
+	s = strings.TrimPrefix(s, "\uFEFF")  // a byte order mark, as some editors write
+	first := map[[sha256.Size]byte]int{} // the line of each token
 	n := 0
 	for line := range strings.Lines(s) {
 		n++
@@ -110,6 +114,10 @@ func (t *Tokens) parse(s string) (out []token, short int, err error) {
 			continue
 		}
 		entry := token{digest: sha256.Sum256([]byte(fields[0]))}
+		if m, seen := first[entry.digest]; seen {
+			return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token of line %d again: give each token once, with all its environments", n, m)
+		}
+		first[entry.digest] = n
 		short += isShort(fields[0])
 		switch {
 		case len(fields) > 2:
@@ -117,8 +125,8 @@ func (t *Tokens) parse(s string) (out []token, short int, err error) {
 		case len(fields) == 2:
 			for _, env := range strings.Split(fields[1], ",") {
 				if !slices.Contains(t.known, env) {
-					return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token is scoped to %q, which is not an environment served (%s)",
-						n, env, strings.Join(t.known, ", "))
+					return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token's environments name one that is not served (%s)",
+						n, strings.Join(t.known, ", "))
 				}
 				entry.scope = append(entry.scope, env)
 			}

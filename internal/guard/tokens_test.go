@@ -224,9 +224,26 @@ func TestTokenScopes(t *testing.T) {
 	}
 	write(t, dir+"/bad", "tok-x prod\n")
 	if _, err := guard.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production"); err == nil ||
-		!strings.Contains(err.Error(), `BIGSEG_API_TOKENS_FILE:1: the token is scoped to "prod", which is not an environment served (production)`) ||
+		!strings.Contains(err.Error(), `BIGSEG_API_TOKENS_FILE:1: the token's environments name one that is not served (production)`) ||
 		strings.Contains(err.Error(), "tok-x") {
 		t.Errorf("a scope naming no environment: %v", err)
+	}
+	// What stands where the environments should may be a secret too (a label and its token, or
+	// two tokens, on one line): never repeated; nor is a token given twice.
+	for _, c := range []struct{ file, want string }{
+		{"platform-team s3cret-token-9f86d0818\n", "BIGSEG_API_TOKENS_FILE:1: the token's environments name one that is not served"},
+		{"tok-a production\n# widened\ntok-a staging\n", "BIGSEG_API_TOKENS_FILE:3: the token of line 1 again"},
+	} {
+		write(t, dir+"/bad", c.file)
+		_, err := guard.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production", "staging")
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "tok-a") {
+			t.Errorf("%q: %v, want %q and no token", c.file, err, c.want)
+		}
+	}
+	// A byte order mark before the first token is not part of it.
+	write(t, dir+"/bom", "\uFEFFtok-bom\n")
+	if bom, err := guard.NewTokens(nil, dir+"/bom", slog.New(slog.DiscardHandler), nil, "production"); err != nil || !bom.Valid("tok-bom") {
+		t.Errorf("a file with a byte order mark: %v", err)
 	}
 }
 
