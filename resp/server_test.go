@@ -179,19 +179,7 @@ func TestRefusals(t *testing.T) {
 func TestTokens(t *testing.T) {
 	tokens, _ := guard.NewTokens([]string{"s3cret"}, "", slog.New(slog.DiscardHandler), nil)
 	addr := serve(t, service(t, contexts), resp.Config{Tokens: tokens})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	exchange := func(cmd string) string {
-		t.Helper()
-		c.Write([]byte(cmd + "\r\n"))
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		b := make([]byte, 512)
-		n, _ := c.Read(b)
-		return string(b[:n])
-	}
+	exchange := inline(t, addr)
 	if got := exchange("GET launchdarkly:big_segments_synchronized_on"); !strings.HasPrefix(got, "-NOAUTH") {
 		t.Errorf("GET before AUTH: %q", got)
 	}
@@ -222,19 +210,7 @@ func TestRevokedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serve(t, service(t, contexts), resp.Config{Tokens: tokens})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	exchange := func(cmd string) string {
-		t.Helper()
-		c.Write([]byte(cmd + "\r\n"))
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		b := make([]byte, 512)
-		n, _ := c.Read(b)
-		return string(b[:n])
-	}
+	exchange := inline(t, addr)
 	if got := exchange("HELLO 2 SETNAME early"); !strings.HasPrefix(got, "-NOAUTH") {
 		t.Errorf("HELLO SETNAME before AUTH: %q", got)
 	}
@@ -398,5 +374,23 @@ func TestHTTPIsRefused(t *testing.T) {
 		if err != nil || strings.Contains(string(got), "Host") || strings.Count(string(got), "\r\n") > 1 {
 			t.Errorf("%q: answered %q, %v; want at most the GET's error, then the connection closed", req, got, err)
 		}
+	}
+}
+
+// inline connects to addr and returns a function that sends one inline command and returns
+// what is answered at once ("" once the connection is closed).
+func inline(t *testing.T, addr string) func(cmd string) string {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return func(cmd string) string {
+		t.Helper()
+		c.Write([]byte(cmd + "\r\n"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 512)
+		n, _ := c.Read(b)
+		return string(b[:n])
 	}
 }
