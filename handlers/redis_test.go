@@ -19,8 +19,10 @@ import (
 // is available and ready.
 func TestNotYetPolledThenAvailableWithRealRedis(t *testing.T) {
 	c := redistest.Client(t)
-	store := redis.New(c, redistest.Prefix(t, c))
-	c.Set(context.Background(), store.SynchronizedOnKey(), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+	prefix := redistest.Prefix(t, c)
+	store := redis.New(c, prefix)
+	synchronizedOn, _ := redis.MetadataKeys(prefix)
+	c.Set(context.Background(), synchronizedOn, strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 	svc := segments.New(store)
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)

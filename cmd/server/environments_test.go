@@ -14,29 +14,28 @@ import (
 	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // threeEnvironments seeds production and staging under prefixes of their own on the shared
 // Redis, alice in a segment of each's, and leaves qa never synchronized; it returns the
-// environment settings and the stores.
-func threeEnvironments(t *testing.T) (map[string]string, map[string]*redis.Store) {
+// environment settings and the environments' prefixes.
+func threeEnvironments(t *testing.T) (map[string]string, map[string]string) {
 	t.Helper()
 	c := redistest.Client(t)
 	base := redistest.Prefix(t, c)
-	stores := map[string]*redis.Store{}
+	prefixes := map[string]string{}
 	var pairs []string
 	for _, name := range []string{"production", "staging", "qa"} {
 		prefix := base + ":" + name
-		stores[name] = redis.New(c, prefix)
+		prefixes[name] = prefix
 		pairs = append(pairs, name+"="+prefix)
 		if name != "qa" {
-			seedRedis(t, c, stores[name], map[string][2][]string{"alice": {{name + ".g1"}}}, time.Now())
-			c.Set(context.Background(), stores[name].CursorKey(), "v1", 0)
+			seedRedis(t, c, prefix, map[string][2][]string{"alice": {{name + ".g1"}}}, time.Now())
+			c.Set(context.Background(), cursorKey(prefix), "v1", 0)
 		}
 	}
 	return map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_ENVIRONMENTS": strings.Join(pairs, ","),
-		"BIGSEG_CACHE_TTL_WITH_CURSOR": "1h", "BIGSEG_STATUS_POLL_INTERVAL": "200ms", "BIGSEG_READY_REQUIRES_FRESH": "true"}, stores
+		"BIGSEG_CACHE_TTL_WITH_CURSOR": "1h", "BIGSEG_STATUS_POLL_INTERVAL": "200ms", "BIGSEG_READY_REQUIRES_FRESH": "true"}, prefixes
 }
 
 // TestEnvironmentsEndToEnd: three environments on one Redis each answer their own data, by
@@ -44,7 +43,7 @@ func threeEnvironments(t *testing.T) (map[string]string, map[string]*redis.Store
 // while the others keep their cached answers; qa, never synchronized, answers STALE and keeps
 // /readyz 503, naming it; made-up environment names add no metric series.
 func TestEnvironmentsEndToEnd(t *testing.T) {
-	env, stores := threeEnvironments(t)
+	env, prefixes := threeEnvironments(t)
 	srv := start(t, env)
 	for name, want := range map[string]map[string]bool{"production": {"production.g1": true}, "staging": {"staging.g1": true}, "qa": {}} {
 		base := "/environments/" + name
@@ -74,7 +73,7 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 	}
 	before := map[string]float64{"production": reads("production"), "staging": reads("staging")}
 	c := redistest.Client(t)
-	relayPatch(t, c, stores["production"], strings.TrimSuffix(stores["production"].CursorKey(), ":big_segments_cursor"), "v2",
+	relayPatch(t, c, prefixes["production"], "v2",
 		map[string][]string{"alice": {"production.g2"}}, map[string][]string{"alice": {"production.g1"}})
 	waitFor(t, "production's poll that sees the new cursor", func() bool {
 		return srv.value(t, "bigseg_cache_invalidations_total", "environment", "production") == 1
@@ -144,20 +143,20 @@ func TestEnvironmentsSettings(t *testing.T) {
 
 // server load writes the environment named, and its cursor only.
 func TestLoadAnEnvironment(t *testing.T) {
-	env, stores := threeEnvironments(t)
+	env, prefixes := threeEnvironments(t)
 	out, err := loadFile(t, env, "--environment", "qa", "../../examples/memberships.json")
 	if err != nil {
 		t.Fatalf("load: %v\n%s", err, out)
 	}
 	c := redistest.Client(t)
 	ctx := context.Background()
-	if got, _ := c.Get(ctx, stores["qa"].CursorKey()).Result(); got == "" {
+	if got, _ := c.Get(ctx, cursorKey(prefixes["qa"])).Result(); got == "" {
 		t.Error("qa has no cursor after its load")
 	}
-	if got, _ := c.Get(ctx, stores["production"].CursorKey()).Result(); got != "v1" {
+	if got, _ := c.Get(ctx, cursorKey(prefixes["production"])).Result(); got != "v1" {
 		t.Errorf("production's cursor after qa's load: %q", got)
 	}
-	if n, _ := c.SCard(ctx, stores["qa"].IncludeKey(segments.Hash("alice"))).Result(); n != 2 {
+	if n, _ := c.SCard(ctx, includeKey(prefixes["qa"], "alice")).Result(); n != 2 {
 		t.Errorf("qa's alice after its load: %d refs", n)
 	}
 	if _, err := loadFile(t, env, "../../examples/memberships.json"); err == nil || !strings.Contains(err.Error(), "give --environment, one of production, staging, qa") {
@@ -168,7 +167,7 @@ func TestLoadAnEnvironment(t *testing.T) {
 // Over the Redis-protocol listener, the prefix an SDK reads selects its environment, and a
 // token scoped to staging is refused on production.
 func TestEnvironmentsOverRESP(t *testing.T) {
-	env, stores := threeEnvironments(t)
+	env, prefixes := threeEnvironments(t)
 	tokens := t.TempDir() + "/tokens"
 	writeFile(t, tokens, "tok-staging staging\n")
 	env["BIGSEG_RESP_ADDR"], env["BIGSEG_API_TOKENS_FILE"] = "127.0.0.1:0", tokens
@@ -176,11 +175,10 @@ func TestEnvironmentsOverRESP(t *testing.T) {
 	rc := goredis.NewClient(&goredis.Options{Addr: respAddr(t, srv.logs), Password: "tok-staging", MaxRetries: -1})
 	defer rc.Close()
 	ctx := context.Background()
-	h := segments.Hash("alice")
-	if got, err := rc.SMembers(ctx, stores["staging"].IncludeKey(h)).Result(); err != nil || !reflect.DeepEqual(got, []string{"staging.g1"}) {
+	if got, err := rc.SMembers(ctx, includeKey(prefixes["staging"], "alice")).Result(); err != nil || !reflect.DeepEqual(got, []string{"staging.g1"}) {
 		t.Errorf("staging over RESP: %v %v", got, err)
 	}
-	if err := rc.SMembers(ctx, stores["production"].IncludeKey(h)).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM this token does not open environment production") {
+	if err := rc.SMembers(ctx, includeKey(prefixes["production"], "alice")).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM this token does not open environment production") {
 		t.Errorf("production with a staging token: %v", err)
 	}
 	if err := rc.Get(ctx, "unknown:big_segments_synchronized_on").Err(); err == nil || !strings.Contains(err.Error(), "prefixes") {

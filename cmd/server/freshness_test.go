@@ -22,14 +22,15 @@ import (
 // relayPatch applies a change as the Relay Proxy applies a Big Segments patch: WATCH the lock,
 // then one MULTI/EXEC that sets the lock and the cursor and changes the sets, then sets
 // synchronized_on.
-func relayPatch(t *testing.T, c *goredis.Client, store *redis.Store, prefix, cursor string, add, remove map[string][]string) {
+func relayPatch(t *testing.T, c *goredis.Client, prefix, cursor string, add, remove map[string][]string) {
 	t.Helper()
 	ctx := context.Background()
+	store := redis.New(nil, prefix)
 	lock := prefix + ":big_segments_lock"
 	err := c.Watch(ctx, func(tx *goredis.Tx) error {
 		_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Set(ctx, lock, "", 0)
-			p.Set(ctx, store.CursorKey(), cursor, 0)
+			p.Set(ctx, cursorKey(prefix), cursor, 0)
 			for key, refs := range add {
 				p.SAdd(ctx, store.IncludeKey(segments.Hash(key)), anys(refs)...)
 			}
@@ -43,7 +44,7 @@ func relayPatch(t *testing.T, c *goredis.Client, store *redis.Store, prefix, cur
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Set(ctx, store.SynchronizedOnKey(), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+	c.Set(ctx, synchronizedOnKey(prefix), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 }
 
 func anys(ss []string) []any {
@@ -75,9 +76,8 @@ func freshnessEnv(prefix string) map[string]string {
 func TestRelayPatchAnsweredByEveryInstance(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	store := redis.New(c, prefix)
-	seedRedis(t, c, store, map[string][2][]string{"alice": {{"old.g1"}}, "bob": {{"gone.g1"}}}, time.Now())
-	c.Set(context.Background(), store.CursorKey(), "v1", 0)
+	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"old.g1"}}, "bob": {{"gone.g1"}}}, time.Now())
+	c.Set(context.Background(), cursorKey(prefix), "v1", 0)
 	env := freshnessEnv(prefix)
 	env["BIGSEG_REDIS_URL"] = redistest.URL(t)
 	instances := []*server{start(t, env), start(t, env)}
@@ -90,7 +90,7 @@ func TestRelayPatchAnsweredByEveryInstance(t *testing.T) {
 			t.Fatalf("%v cached answers before the patch, want 2", hits)
 		}
 	}
-	relayPatch(t, c, store, prefix, "v2", map[string][]string{"alice": {"new.g1"}}, map[string][]string{"alice": {"old.g1"}, "bob": {"gone.g1"}})
+	relayPatch(t, c, prefix, "v2", map[string][]string{"alice": {"new.g1"}}, map[string][]string{"alice": {"old.g1"}, "bob": {"gone.g1"}})
 	committed := time.Now()
 	for i, srv := range instances {
 		waitFor(t, "the poll that sees the new cursor", func() bool {
@@ -111,9 +111,8 @@ func TestRelayPatchAnsweredByEveryInstance(t *testing.T) {
 func TestIdleHeartbeatKeepsTheCache(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	store := redis.New(c, prefix)
-	seedRedis(t, c, store, map[string][2][]string{"alice": {{"a.g1"}}}, time.Now())
-	c.Set(context.Background(), store.CursorKey(), "v1", 0)
+	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"a.g1"}}}, time.Now())
+	c.Set(context.Background(), cursorKey(prefix), "v1", 0)
 	env := freshnessEnv(prefix)
 	env["BIGSEG_REDIS_URL"] = redistest.URL(t)
 	srv := start(t, env)
@@ -121,7 +120,7 @@ func TestIdleHeartbeatKeepsTheCache(t *testing.T) {
 	reads := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
 	for range 5 {
 		polls := srv.value(t, "bigseg_store_status_polls_total", "result", "success")
-		c.Set(context.Background(), store.SynchronizedOnKey(), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
+		c.Set(context.Background(), synchronizedOnKey(prefix), strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
 		waitFor(t, "a poll after the heartbeat", func() bool {
 			return srv.value(t, "bigseg_store_status_polls_total", "result", "success") > polls
 		})

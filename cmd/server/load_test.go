@@ -154,7 +154,6 @@ func TestLoadPrintsProgressOfEveryPhase(t *testing.T) {
 func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	store := redis.New(c, prefix)
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := func(name string, n int, cursor string, refs ...string) string {
@@ -184,10 +183,10 @@ func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
 		{"the file's cursor again, with more contexts", []string{moreWithCursor}, false, "cursor v7 unchanged (the file's, stored already)", true},
 	}
 	for _, step := range steps {
-		c.Set(ctx, store.SynchronizedOnKey(), "1", 0)
-		before, _ := c.Get(ctx, store.CursorKey()).Result()
+		c.Set(ctx, synchronizedOnKey(prefix), "1", 0)
+		before, _ := c.Get(ctx, cursorKey(prefix)).Result()
 		stdout, stderr := loadWith(t, prefix, nil, step.args...)
-		after, _ := c.Get(ctx, store.CursorKey()).Result()
+		after, _ := c.Get(ctx, cursorKey(prefix)).Result()
 		if (after != before) != step.changed || after == "" {
 			t.Errorf("%s: cursor %q before, %q after; want changed: %v", step.name, before, after, step.changed)
 		}
@@ -197,7 +196,7 @@ func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
 		if warned := strings.Contains(stderr, "warning: the data changed, but the file's cursor is the one stored already"); warned != step.warning {
 			t.Errorf("%s: warned %v, want %v:\n%s", step.name, warned, step.warning, stderr)
 		}
-		if v, _ := c.Get(ctx, store.SynchronizedOnKey()).Result(); v != "1764430000000" {
+		if v, _ := c.Get(ctx, synchronizedOnKey(prefix)).Result(); v != "1764430000000" {
 			t.Errorf("%s: synchronized_on = %q, want the file's", step.name, v)
 		}
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/resp"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // The settings of the Redis-protocol hostile-client test: small, so that the bounds they imply
@@ -186,7 +185,7 @@ func TestRESPHostileClients(t *testing.T) {
 	rs := redistest.Start(t)
 	c := rs.Client()
 	synced := time.Now()
-	seedRedis(t, c, redis.New(c, "launchdarkly"), map[string][2][]string{"alice": {{"beta.g1"}}, "bob": {nil, {"beta.g1"}},
+	seedRedis(t, c, "launchdarkly", map[string][2][]string{"alice": {{"beta.g1"}}, "bob": {nil, {"beta.g1"}},
 		"huge": {respHugeRefs}}, synced)
 	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": rs.URL(), "BIGSEG_LOG_LEVEL": "info",
 		"BIGSEG_API_TOKENS":        respHostileToken,

@@ -30,7 +30,6 @@ import (
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // respAddr is the address of the Redis-protocol listener of a program whose logs are l.
@@ -207,7 +206,7 @@ func TestRESPReads(t *testing.T) {
 		{"redis", func(t *testing.T) (map[string]string, respKeys) {
 			c := redistest.Client(t)
 			prefix := redistest.Prefix(t, c)
-			seedRedis(t, c, redis.New(c, prefix), respContexts, synced)
+			seedRedis(t, c, prefix, respContexts, synced)
 			return map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix}, respKeys{prefix}
 		}},
 		{"embedded", func(t *testing.T) (map[string]string, respKeys) {
@@ -321,7 +320,7 @@ func TestRESPStoreError(t *testing.T) {
 	rs := redistest.Start(t)
 	c := rs.Client()
 	synced := time.Now().Truncate(time.Millisecond)
-	seedRedis(t, c, redis.New(c, "launchdarkly"), respContexts, synced)
+	seedRedis(t, c, "launchdarkly", respContexts, synced)
 	srv := start(t, withRESP(faultEnv(rs.URL(), "BIGSEG_CACHE_SIZE", "0")))
 	r := goRedisReads(respClient(t, respAddr(t, srv.logs), goredis.Options{}))
 	keys := respKeys{"launchdarkly"}
@@ -402,9 +401,8 @@ const freshnessSlack = 3 * time.Second
 func TestRESPRelayPatch(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	store := redis.New(c, prefix)
-	seedRedis(t, c, store, map[string][2][]string{"alice": {{"old.g1"}}, "bob": {{"gone.g1"}}}, time.Now().Add(-time.Minute))
-	c.Set(context.Background(), store.CursorKey(), "v1", 0)
+	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"old.g1"}}, "bob": {{"gone.g1"}}}, time.Now().Add(-time.Minute))
+	c.Set(context.Background(), cursorKey(prefix), "v1", 0)
 	env := freshnessEnv(prefix)
 	env["BIGSEG_REDIS_URL"] = redistest.URL(t)
 	srv := start(t, withRESP(env))
@@ -419,8 +417,8 @@ func TestRESPRelayPatch(t *testing.T) {
 			t.Fatalf("bob before the patch: %q, %v", got, err)
 		}
 	}
-	relayPatch(t, c, store, prefix, "v2", map[string][]string{"alice": {"new.g1"}}, map[string][]string{"alice": {"old.g1"}, "bob": {"gone.g1"}})
-	syncedOn, err := c.Get(context.Background(), store.SynchronizedOnKey()).Result()
+	relayPatch(t, c, prefix, "v2", map[string][]string{"alice": {"new.g1"}}, map[string][]string{"alice": {"old.g1"}, "bob": {"gone.g1"}})
+	syncedOn, err := c.Get(context.Background(), synchronizedOnKey(prefix)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +565,7 @@ func (p *heldProxy) accept() {
 func TestRESPDrainOnSIGTERM(t *testing.T) {
 	rs := redistest.Start(t)
 	c := rs.Client()
-	seedRedis(t, c, redis.New(c, "launchdarkly"), respContexts, time.Now())
+	seedRedis(t, c, "launchdarkly", respContexts, time.Now())
 	proxy := newHeldProxy(t, rs.Addr(), "smembers")
 	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": proxy.URL(), "BIGSEG_LOG_LEVEL": "info",
 		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "20s",

@@ -257,10 +257,11 @@ func TestEmbeddedStore(t *testing.T) {
 	}
 }
 
-// seedRedis writes memberships by key under the store's prefix.
-func seedRedis(t *testing.T, c goredis.UniversalClient, store *redis.Store, byKey map[string][2][]string, synced time.Time) {
+// seedRedis writes memberships by key under prefix.
+func seedRedis(t *testing.T, c goredis.UniversalClient, prefix string, byKey map[string][2][]string, synced time.Time) {
 	t.Helper()
 	ctx := context.Background()
+	store := redis.New(nil, prefix)
 	for k, refs := range byKey {
 		h := segments.Hash(k)
 		for _, r := range refs[0] {
@@ -271,20 +272,19 @@ func seedRedis(t *testing.T, c goredis.UniversalClient, store *redis.Store, byKe
 		}
 	}
 	if !synced.IsZero() {
-		c.Set(ctx, store.SynchronizedOnKey(), strconv.FormatInt(synced.UnixMilli(), 10), 0)
+		c.Set(ctx, synchronizedOnKey(prefix), strconv.FormatInt(synced.UnixMilli(), 10), 0)
 	}
 }
 
 func TestRedisLookups(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	store := redis.New(c, prefix)
 	keys := []string{"alice", "a/b", "100%", "a+b", "with space", "zoë", "%2F", "日本語"}
 	data := map[string][2][]string{}
 	for i, k := range keys {
 		data[k] = [2][]string{{"inc-" + strconv.Itoa(i) + ".g1"}, {"exc.g1", "inc-" + strconv.Itoa(i) + ".g1"}}
 	}
-	seedRedis(t, c, store, data, time.Now())
+	seedRedis(t, c, prefix, data, time.Now())
 	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix})
 
 	for i, k := range keys {
@@ -471,4 +471,13 @@ func TestShutdownOnCancel(t *testing.T) {
 	if len(srv.logs.find("stopped")) != 1 {
 		t.Errorf("no clean stop in the logs:\n%s", srv.logs.all())
 	}
+}
+
+// synchronizedOnKey and cursorKey are the metadata keys under prefix.
+func synchronizedOnKey(prefix string) string { k, _ := redis.MetadataKeys(prefix); return k }
+func cursorKey(prefix string) string         { _, k := redis.MetadataKeys(prefix); return k }
+
+// includeKey is the include set of key under prefix.
+func includeKey(prefix, key string) string {
+	return redis.New(nil, prefix).IncludeKey(segments.Hash(key))
 }

@@ -44,8 +44,8 @@ func NewStores(client goredis.UniversalClient, prefixes ...string) []*Store {
 		if prefix == "" {
 			prefix = DefaultPrefix
 		}
-		stores[i] = &Store{client: client, prefix: prefix, syncedOnKey: prefix + ":big_segments_synchronized_on",
-			cursorKey: prefix + ":big_segments_cursor", nodes: nodes}
+		syncedOn, cursor := MetadataKeys(prefix)
+		stores[i] = &Store{client: client, prefix: prefix, syncedOnKey: syncedOn, cursorKey: cursor, nodes: nodes}
 	}
 	return stores
 }
@@ -56,12 +56,13 @@ func (s *Store) IncludeKey(hash string) string { return s.prefix + ":big_segment
 // ExcludeKey is the set of refs a context is excluded from.
 func (s *Store) ExcludeKey(hash string) string { return s.prefix + ":big_segment_exclude:" + hash }
 
-// SynchronizedOnKey holds the last synchronization time, unix milliseconds as a decimal string.
-func (s *Store) SynchronizedOnKey() string { return s.syncedOnKey }
-
-// CursorKey holds the synchronizer's version of the data, an opaque string that the Relay
-// Proxy sets in the same transaction as every change.
-func (s *Store) CursorKey() string { return s.cursorKey }
+// MetadataKeys are the keys of the metadata under prefix: synchronizedOn holds the last
+// synchronization time, unix milliseconds as a decimal string; cursor, the synchronizer's
+// version of the data, an opaque string that the Relay Proxy sets in the same transaction as
+// every change.
+func MetadataKeys(prefix string) (synchronizedOn, cursor string) {
+	return prefix + ":big_segments_synchronized_on", prefix + ":big_segments_cursor"
+}
 
 // Memberships implements segments.Store with one pipeline of two SMEMBERS per hash: one round
 // trip for any number of contexts on a standalone server (one per node on a cluster, sent
