@@ -331,6 +331,38 @@ func (r result) lookupsPerEval() float64 { return r.perEval(float64(r.lookups)) 
 // measure makes a new SDK client whose Big Segment store is ldredis dialling sys, warms it
 // up, and measures evaluations from c.concurrency goroutines for c.duration.
 func measure(ctx context.Context, c config, env *environment, sys system, md mode, flagFile string, seed uint64) (result, error) {
+	client, store, err := newClient(env, sys, md, flagFile)
+	if err != nil {
+		return result{}, err
+	}
+	defer client.Close()
+	evaluateFor(ctx, client, c, env.workload, c.warmup, seed*1000)
+	before, err := takeCounters(ctx, env, sys, store)
+	if err != nil {
+		return result{}, err
+	}
+	t0 := time.Now()
+	evals, wrong := evaluateFor(ctx, client, c, env.workload, c.duration, seed*1000+500)
+	elapsed := time.Since(t0)
+	after, err := takeCounters(ctx, env, sys, store)
+	if err != nil {
+		return result{}, err
+	}
+	if wrong > 0 {
+		return result{}, fmt.Errorf("%d of %d evaluations answered wrong", wrong, evals)
+	}
+	return result{
+		evals: evals, wrong: wrong, elapsed: elapsed,
+		clientCPU: after.client - before.client, serverCPU: after.server - before.server,
+		lookups: after.lookups - before.lookups, storeErrors: after.errs - before.errs,
+		redis: after.redis.sub(before.redis), resp: after.resp - before.resp,
+	}, nil
+}
+
+// newClient makes an SDK client whose Big Segment store is ldredis dialling sys, counted, and
+// checks its answers for one context of each kind: the wiring works, or the measurement is
+// worthless.
+func newClient(env *environment, sys system, md mode, flagFile string) (*ldclient.LDClient, *countingStore, error) {
 	counting := &countingConfigurer{inner: ldredis.BigSegmentStore().URL(sys.url).Prefix(prefix)}
 	bs := ldcomponents.BigSegments(counting)
 	if md.cacheOff {
@@ -344,56 +376,36 @@ func measure(ctx context.Context, c config, env *environment, sys system, md mod
 		BigSegments:      bs,
 	}, 5*time.Second)
 	if err != nil {
-		return result{}, err
+		return nil, nil, err
 	}
-	defer client.Close()
-	// Known answers first, one of each kind: the wiring works, or the measurement is worthless.
 	for i := range 3 {
 		if v, _ := client.StringVariation(flagKey, env.workload.contexts[i], "default"); v != env.workload.want[i] {
-			return result{}, fmt.Errorf("%s evaluates to %q, want %q", env.workload.contexts[i].Key(), v, env.workload.want[i])
+			client.Close()
+			return nil, nil, fmt.Errorf("%s evaluates to %q, want %q", env.workload.contexts[i].Key(), v, env.workload.want[i])
 		}
 	}
-	evaluateFor(ctx, client, c, env.workload, c.warmup, seed*1000)
-	store := counting.store
-	lookups0, errs0 := store.calls.Load(), store.errs.Load()
-	redis0, err := env.redis.commandStats()
-	if err != nil {
-		return result{}, err
+	return client, counting.store, nil
+}
+
+// counters are what a measurement reads before and after its evaluations.
+type counters struct {
+	lookups, errs  int64
+	redis          commandCounts
+	resp           float64
+	client, server time.Duration
+}
+
+func takeCounters(ctx context.Context, env *environment, sys system, store *countingStore) (counters, error) {
+	k := counters{lookups: store.calls.Load(), errs: store.errs.Load(), client: processCPU()}
+	var err error
+	if k.redis, err = env.redis.commandStats(); err != nil {
+		return k, err
 	}
-	resp0, err := respCommands(ctx, sys.bigseg)
-	if err != nil {
-		return result{}, err
+	if k.resp, err = respCommands(ctx, sys.bigseg); err != nil {
+		return k, err
 	}
-	client0 := processCPU()
-	server0, err := cpuOf(sys.procs)
-	if err != nil {
-		return result{}, err
-	}
-	t0 := time.Now()
-	evals, wrong := evaluateFor(ctx, client, c, env.workload, c.duration, seed*1000+500)
-	elapsed := time.Since(t0)
-	client1 := processCPU()
-	server1, err := cpuOf(sys.procs)
-	if err != nil {
-		return result{}, err
-	}
-	redis1, err := env.redis.commandStats()
-	if err != nil {
-		return result{}, err
-	}
-	resp1, err := respCommands(ctx, sys.bigseg)
-	if err != nil {
-		return result{}, err
-	}
-	if wrong > 0 {
-		return result{}, fmt.Errorf("%d of %d evaluations answered wrong", wrong, evals)
-	}
-	return result{
-		evals: evals, wrong: wrong, elapsed: elapsed,
-		clientCPU: client1 - client0, serverCPU: server1 - server0,
-		lookups: store.calls.Load() - lookups0, storeErrors: store.errs.Load() - errs0,
-		redis: redis1.sub(redis0), resp: resp1 - resp0,
-	}, nil
+	k.server, err = cpuOf(sys.procs)
+	return k, err
 }
 
 // evaluateFor evaluates the flag from c.concurrency goroutines for d, for contexts drawn from
