@@ -56,8 +56,8 @@ type lookupLoad struct {
 	fail  atomic.Int64
 	wrong atomic.Int64
 	// skip, when set, marks the contexts whose answers liveOK does not count.
-	skip   map[int]bool
-	liveOK atomic.Int64
+	skip             map[int]bool
+	liveOK, liveFail atomic.Int64
 	mu     sync.Mutex
 	wrongs []string
 }
@@ -80,6 +80,9 @@ func startLookupLoad(base string, clients int, skip map[int]bool) *lookupLoad {
 				switch {
 				case err != nil || code != http.StatusOK:
 					l.fail.Add(1)
+					if !l.skip[i] {
+						l.liveFail.Add(1)
+					}
 				case len(got) != 1 || !got[failoverRefs(i)]:
 					l.wrong.Add(1)
 					l.mu.Lock()
@@ -270,5 +273,68 @@ func TestClusterMasterDownCostsOnlyItsContexts(t *testing.T) {
 	if failedElsewhere > 0 || answeredOnDead > 0 || answered == 0 || refused == 0 {
 		t.Errorf("with a master down: %d lookups of contexts on live masters failed, %d of contexts on the dead one were answered; %d and %d the other way",
 			failedElsewhere, answeredOnDead, answered, refused)
+	}
+}
+
+// TestClusterUnansweringMasterCostsOnlyItsContexts makes a master that holds no metadata key
+// stop answering, under lookup load on the real program: hung with its connections open
+// (CLIENT PAUSE), its process stopped (SIGSTOP), then killed. Each way, no lookup of a context
+// whose keys are all on the other masters may fail, the faulty master's contexts must be
+// refused, and once it answers again every context is answered.
+func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and stops a node")
+	}
+	cluster := redistest.StartCluster(t, 3)
+	prefix := "bigseghung"
+	seedCluster(t, cluster.Client(t), prefix)
+	srv := startProcess(t, map[string]string{
+		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
+	})
+	hc := &http.Client{Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	victim := masterWithoutMetadata(t, cluster, prefix)
+	onVictim := map[int]bool{}
+	for i := range failoverUsers {
+		h := segments.Hash("user-" + strconv.Itoa(i))
+		onVictim[i] = cluster.MasterOf(t, prefix+":big_segment_include:"+h) == victim ||
+			cluster.MasterOf(t, prefix+":big_segment_exclude:"+h) == victim
+	}
+	const faultFor = 2500 * time.Millisecond
+	pause := func() {
+		c := victim.Client()
+		defer c.Close()
+		// Longer than the load: it ends by itself, and the test waits for its end.
+		if err := c.Do(context.Background(), "CLIENT", "PAUSE", (faultFor + time.Second).Milliseconds(), "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fault := range []struct {
+		name       string
+		start, end func()
+		comesBack  bool
+	}{
+		{"hung (CLIENT PAUSE)", pause, func() {}, true},
+		{"stopped (SIGSTOP)", victim.Freeze, victim.Thaw, true},
+		{"killed", victim.Stop, func() {}, false},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			waitFor(t, "every context answered", func() bool { return allAnswered(hc, srv.URL) })
+			fault.start()
+			load := startLookupLoad(srv.URL, 8, onVictim)
+			time.Sleep(faultFor) // the load's duration, not a synchronization
+			load.end(t)
+			fault.end()
+			live := load.liveOK.Load() + load.liveFail.Load()
+			refused := load.fail.Load() - load.liveFail.Load()
+			t.Logf("%d lookups of live masters' contexts, %d failed; %d of the faulty master's refused", live, load.liveFail.Load(), refused)
+			if load.liveFail.Load() > 0 || live == 0 || refused == 0 {
+				t.Errorf("with a master %s: %d of %d lookups of contexts on live masters failed; %d of its own contexts refused",
+					fault.name, load.liveFail.Load(), live, refused)
+			}
+			if fault.comesBack {
+				waitFor(t, "every context answered once it is back", func() bool { return allAnswered(hc, srv.URL) })
+			}
+		})
 	}
 }

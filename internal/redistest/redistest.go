@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,7 +309,7 @@ func (s *Server) checkOwn(c *goredis.Client) error {
 		return nil
 	}
 	// Another Redis, or a server that answers PING but not INFO, such as bigseg's listener.
-	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // a frozen process is killed too
 	_ = s.cmd.Wait()
 	s.cmd = nil
 	return fmt.Errorf("%w (port %d)", errPortTaken, s.Port)
@@ -348,9 +349,27 @@ func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // a frozen process is killed too
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Freeze stops the server's process (SIGSTOP) without closing its connections: a server that
+// hangs, as one behind a network partition looks to clients. Thaw ends it.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw lets a frozen server go on (SIGCONT).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("redistest: signal %v to a stopped server", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Running says whether the server was started and not stopped since.

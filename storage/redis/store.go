@@ -24,7 +24,7 @@ type Store struct {
 	prefix      string
 	syncedOnKey string
 	cursorKey   string
-	nodes       *unreachableNodes // a cluster's; nil for other clients
+	nodes       *clusterNodes // a cluster's; nil for other clients
 }
 
 var _ segments.Store = (*Store)(nil)
@@ -35,9 +35,9 @@ func New(client goredis.UniversalClient, prefix string) *Store { return NewStore
 // NewStores returns a store for each prefix (the environments of one Redis, as the Relay
 // Proxy writes them), on one client; see Metadatas.
 func NewStores(client goredis.UniversalClient, prefixes ...string) []*Store {
-	var nodes *unreachableNodes
+	var nodes *clusterNodes
 	if cc, ok := client.(*goredis.ClusterClient); ok {
-		nodes = newUnreachableNodes(cc)
+		nodes = newClusterNodes(cc)
 	}
 	stores := make([]*Store, len(prefixes))
 	for i, prefix := range prefixes {
@@ -65,55 +65,48 @@ func MetadataKeys(prefix string) (synchronizedOn, cursor string) {
 }
 
 // Memberships implements segments.Store with one pipeline of two SMEMBERS per hash: one round
-// trip for any number of contexts on a standalone server (one per node on a cluster, sent
-// concurrently by go-redis). A failure of one context's commands (a key of the wrong type, a
-// cluster node down) fails that context only.
+// trip for any number of contexts on a standalone server (one per master on a cluster, sent
+// concurrently, each on its own: see clusterNodes). A failure of one context's commands (a key
+// of the wrong type, a cluster node down) fails that context only.
 func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Read {
-	reads := make([]segments.Read, len(hashes))
+	if s.nodes != nil {
+		return s.clusterMemberships(ctx, hashes)
+	}
 	pipe := s.client.Pipeline()
-	cmds := make([]goredis.Cmder, 2*len(hashes)) // nil for a context not read
+	cmds := make([]*goredis.StringSliceCmd, 2*len(hashes))
 	for i, h := range hashes {
-		inc, exc := s.IncludeKey(h), s.ExcludeKey(h)
-		if err := s.nodes.skip(ctx, inc, exc); err != nil {
-			reads[i].Err = err
-			continue
+		cmds[2*i], cmds[2*i+1] = pipe.SMembers(ctx, s.IncludeKey(h)), pipe.SMembers(ctx, s.ExcludeKey(h))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !anyErr(cmds) {
+		// The pipeline never ran (go-redis reports a failed connection set-up, such as a
+		// rejected password, on Exec only): its commands' empty results mean nothing.
+		for _, c := range cmds {
+			c.SetErr(fmt.Errorf("pipeline: %w", err))
 		}
-		cmds[2*i], cmds[2*i+1] = pipe.SMembers(ctx, inc), pipe.SMembers(ctx, exc)
 	}
-	if pipe.Len() == 0 {
-		return reads
-	}
-	_, execErr := pipe.Exec(ctx)
-	s.nodes.observe(ctx, cmds)
-	ran := anyErr(cmds)
+	reads := make([]segments.Read, len(hashes))
 	for i := range hashes {
-		if cmds[2*i] == nil {
-			continue
-		}
-		if execErr != nil && !ran {
-			// The pipeline never ran (go-redis reports a failed connection set-up, such as a
-			// rejected password, on Exec only): its commands' empty results mean nothing.
-			reads[i].Err = fmt.Errorf("pipeline: %w", execErr)
-			continue
-		}
-		inc, err := cmds[2*i].(*goredis.StringSliceCmd).Result()
-		if err != nil {
-			reads[i].Err = fmt.Errorf("smembers include: %w", err)
-			continue
-		}
-		exc, err := cmds[2*i+1].(*goredis.StringSliceCmd).Result()
-		if err != nil {
-			reads[i].Err = fmt.Errorf("smembers exclude: %w", err)
-			continue
-		}
-		reads[i].Membership = segments.NewMembership(inc, exc)
+		reads[i] = membershipOf(cmds[2*i], cmds[2*i+1])
 	}
 	return reads
 }
 
-func anyErr(cmds []goredis.Cmder) bool {
+// membershipOf is the read of a context's include and exclude SMEMBERS.
+func membershipOf(include, exclude *goredis.StringSliceCmd) segments.Read {
+	inc, err := include.Result()
+	if err != nil {
+		return segments.Read{Err: fmt.Errorf("smembers include: %w", err)}
+	}
+	exc, err := exclude.Result()
+	if err != nil {
+		return segments.Read{Err: fmt.Errorf("smembers exclude: %w", err)}
+	}
+	return segments.Read{Membership: segments.NewMembership(inc, exc)}
+}
+
+func anyErr[C goredis.Cmder](cmds []C) bool {
 	for _, c := range cmds {
-		if c != nil && c.Err() != nil {
+		if c.Err() != nil {
 			return true
 		}
 	}
