@@ -265,6 +265,7 @@ func Env(t *testing.T, endpoint string) {
 		"AWS_CONFIG_FILE":             filepath.Join(t.TempDir(), "config"),
 		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "credentials"),
 		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_CA_BUNDLE":               "",
 	} {
 		t.Setenv(k, v)
 	}

@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	smithy "github.com/aws/smithy-go"
@@ -58,12 +58,22 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxIdleConns, o.MaxIdleConns
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(&http.Client{Transport: tr}))
+	// The SDK's buildable client, so that the configuration can add to it (AWS_CA_BUNDLE),
+	// then frozen into the *http.Client it builds, whose transport Close can reach.
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxIdleConns, o.MaxIdleConns
+	})
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(hc))
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	var tr *http.Transport
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		frozen := bc.Freeze()
+		if c, ok := frozen.(*http.Client); ok {
+			tr, _ = c.Transport.(*http.Transport)
+		}
+		cfg.HTTPClient = frozen
 	}
 	if cfg.Region == "" {
 		return nil, errors.New("AWS configuration: no region: set AWS_REGION, or a region in the AWS profile")
@@ -86,7 +96,11 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 
 // Close closes the client's idle connections. The client still works after it (with new
 // connections); main calls it once every store is done.
-func (c *Client) Close() { c.transport.CloseIdleConnections() }
+func (c *Client) Close() {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+}
 
 // Region is the region the client calls, for logs.
 func (c *Client) Region() string { return c.Options().Region }
