@@ -72,6 +72,7 @@ type Store struct {
 	userNS     string // the namespace of contexts' items
 	metaKey    string // the namespace and key of the metadata item
 	consistent bool
+	queryPage  int32 // items a page of Load's query, 0 for DynamoDB's 1 MB; tests set it
 }
 
 var _ segments.Store = (*Store)(nil)
