@@ -272,17 +272,7 @@ const maxBatchWriteItems = 25
 // querying them a page at a time, and reports the items queried after each page and each
 // BatchWriteItem of deletions, then once more with done once all are deleted.
 func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, st *LoadStats, report func(scanned int, done bool)) error {
-	scanned := 0
-	in := &awsdynamodb.QueryInput{
-		TableName: &s.table, ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("#n = :n"),
-		ProjectionExpression:      aws.String(membershipProjection.expr),
-		ExpressionAttributeNames:  membershipProjection.names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: s.userNS}},
-	}
-	if s.queryPage > 0 {
-		in.Limit = &s.queryPage
-	}
+	scanned, in := 0, s.contextsQuery()
 	var stale []map[string]types.AttributeValue
 	var staleFull int // how many of stale held refs
 	flush := func() error {
@@ -333,6 +323,21 @@ func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, 
 	}
 	report(scanned, true)
 	return nil
+}
+
+// contextsQuery is the query of the first page of the items of contexts, with their sets.
+func (s *Store) contextsQuery() *awsdynamodb.QueryInput {
+	in := &awsdynamodb.QueryInput{
+		TableName: &s.table, ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#n = :n"),
+		ProjectionExpression:      aws.String(membershipProjection.expr),
+		ExpressionAttributeNames:  membershipProjection.names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: s.userNS}},
+	}
+	if s.queryPage > 0 {
+		in.Limit = &s.queryPage
+	}
+	return in
 }
 
 // deleteItems deletes the items of keys (at most 25) in one BatchWriteItem, and asks again
