@@ -1,0 +1,207 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ErrUnprocessed is the error of a key that DynamoDB left unprocessed at every try of a
+// read, until the read's context ended or the tries ran out: its item is not known, and is
+// never taken for missing.
+var ErrUnprocessed = errors.New("dynamodb: key left unprocessed")
+
+// maxBatchGetKeys is the most keys one BatchGetItem may ask for.
+const maxBatchGetKeys = 100
+
+// Retries of unprocessed keys: a backoff that doubles from unprocessedBackoff up to
+// maxUnprocessedBackoff (with jitter), for at most maxUnprocessedRetries rounds, so that a
+// read on a context without a deadline still ends.
+const (
+	unprocessedBackoff    = 10 * time.Millisecond
+	maxUnprocessedBackoff = 200 * time.Millisecond
+	maxUnprocessedRetries = 10
+)
+
+// itemKey names one item of one table.
+type itemKey struct{ table, namespace, key string }
+
+// got is what a read found of one item: its attributes (nil when there is no item), or why
+// it could not be read.
+type got struct {
+	attrs map[string]types.AttributeValue
+	err   error
+}
+
+// projection is the attributes a read asks for, as an expression and its names.
+type projection struct {
+	expr  string
+	names map[string]string
+}
+
+// batchGet reads the items of keys (duplicates read once), in BatchGetItem calls of at most
+// 100 keys sent concurrently, and returns what it found of each.
+func batchGet(ctx context.Context, client API, consistent bool, p projection, keys []itemKey) map[itemKey]got {
+	seen := make(map[itemKey]struct{}, len(keys))
+	unique := make([]itemKey, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			unique = append(unique, k)
+		}
+	}
+	out := make(map[itemKey]got, len(unique))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for start := 0; start < len(unique); start += maxBatchGetKeys {
+		chunk := unique[start:min(start+maxBatchGetKeys, len(unique))]
+		read := func() {
+			r := readChunk(ctx, client, consistent, p, chunk)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, g := range r {
+				out[k] = g
+			}
+		}
+		if len(unique) <= maxBatchGetKeys {
+			read()
+			break
+		}
+		wg.Go(read)
+	}
+	wg.Wait()
+	return out
+}
+
+// readChunk reads at most 100 items, asking again for the keys left unprocessed.
+func readChunk(ctx context.Context, client API, consistent bool, p projection, keys []itemKey) map[itemKey]got {
+	out := make(map[itemKey]got, len(keys))
+	pending := keys
+	for round := 0; ; round++ {
+		resp, err := client.BatchGetItem(ctx, batchGetInput(consistent, p, pending))
+		if err != nil {
+			fail(out, pending, fmt.Errorf("batchgetitem: %w", err))
+			return out
+		}
+		want := make(map[itemKey]bool, len(pending))
+		for _, k := range pending {
+			want[k] = true
+		}
+		for table, items := range resp.Responses {
+			for _, attrs := range items {
+				k, ok := keyOf(table, attrs)
+				if ok && want[k] {
+					out[k] = got{attrs: attrs}
+					delete(want, k)
+				}
+			}
+		}
+		next, strange := unprocessed(resp.UnprocessedKeys, want)
+		if strange {
+			// Keys that name no item asked for: which ones were not processed cannot be told.
+			next = next[:0]
+			for k := range want {
+				next = append(next, k)
+			}
+			fail(out, next, fmt.Errorf("%w: the answer's unprocessed keys are not the keys asked for", ErrUnprocessed))
+			return out
+		}
+		for _, k := range next {
+			delete(want, k)
+		}
+		for k := range want {
+			out[k] = got{} // neither returned nor unprocessed: no item
+		}
+		if len(next) == 0 {
+			return out
+		}
+		if round == maxUnprocessedRetries {
+			fail(out, next, fmt.Errorf("%w after %d tries", ErrUnprocessed, round+1))
+			return out
+		}
+		if err := wait(ctx, backoff(round)); err != nil {
+			fail(out, next, fmt.Errorf("%w after %d tries: %w", ErrUnprocessed, round+1, err))
+			return out
+		}
+		pending = next
+	}
+}
+
+func fail(out map[itemKey]got, keys []itemKey, err error) {
+	for _, k := range keys {
+		out[k] = got{err: err}
+	}
+}
+
+// unprocessed returns the keys of want that u lists, and whether u lists any key that want
+// does not have.
+func unprocessed(u map[string]types.KeysAndAttributes, want map[itemKey]bool) (keys []itemKey, strange bool) {
+	for table, ka := range u {
+		for _, attrs := range ka.Keys {
+			k, ok := keyOf(table, attrs)
+			if !ok || !want[k] {
+				strange = true
+				continue
+			}
+			keys = append(keys, k)
+		}
+	}
+	return keys, strange
+}
+
+// keyOf is the key of an item, or of a key, of table.
+func keyOf(table string, attrs map[string]types.AttributeValue) (itemKey, bool) {
+	ns, ok1 := attrs[attrNamespace].(*types.AttributeValueMemberS)
+	key, ok2 := attrs[attrKey].(*types.AttributeValueMemberS)
+	if !ok1 || !ok2 {
+		return itemKey{}, false
+	}
+	return itemKey{table: table, namespace: ns.Value, key: key.Value}, true
+}
+
+func batchGetInput(consistent bool, p projection, keys []itemKey) *awsdynamodb.BatchGetItemInput {
+	req := map[string]types.KeysAndAttributes{}
+	for _, k := range keys {
+		ka, ok := req[k.table]
+		if !ok {
+			ka = types.KeysAndAttributes{ConsistentRead: &consistent, ProjectionExpression: &p.expr, ExpressionAttributeNames: p.names}
+		}
+		ka.Keys = append(ka.Keys, primaryKey(k.namespace, k.key))
+		req[k.table] = ka
+	}
+	return &awsdynamodb.BatchGetItemInput{RequestItems: req}
+}
+
+// primaryKey is the key of the item of namespace and key.
+func primaryKey(namespace, key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrNamespace: &types.AttributeValueMemberS{Value: namespace},
+		attrKey:       &types.AttributeValueMemberS{Value: key},
+	}
+}
+
+// backoff is how long to wait before the retry after round: doubling, capped, and jittered
+// (between half and all of it) so that readers throttled together do not retry together.
+func backoff(round int) time.Duration {
+	d := unprocessedBackoff << min(round, 10)
+	d = min(d, maxUnprocessedBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// wait waits d, or until ctx ends, and then returns ctx's error.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

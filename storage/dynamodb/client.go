@@ -1,0 +1,150 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	smithy "github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// Defaults of a client's retries. The SDK's own (3 attempts, backoffs up to 20 s, and a
+// retry quota shared by every call that fails calls outright once spent) would make a
+// throttled table look like a hang; the caller's context bounds whatever these add up to.
+const (
+	DefaultMaxAttempts = 3
+	DefaultMaxBackoff  = 100 * time.Millisecond
+)
+
+// ClientOptions tune NewClient. Where to connect, and as whom, is the SDK's business: its
+// default chain and the standard variables (AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID,
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_MAX_ATTEMPTS and the rest).
+type ClientOptions struct {
+	// MaxAttempts of one call, the first included; 0 means AWS_MAX_ATTEMPTS (or a profile's
+	// max_attempts) if set, else DefaultMaxAttempts.
+	MaxAttempts int
+	// MaxBackoff between two attempts; 0 means DefaultMaxBackoff.
+	MaxBackoff time.Duration
+	// MaxIdleConns is how many idle connections are kept for reuse; 0 means 64, enough for
+	// bigseg's concurrent reads without a TLS handshake each.
+	MaxIdleConns int
+}
+
+// Client is the SDK's DynamoDB client, with the HTTP transport it owns.
+type Client struct {
+	*awsdynamodb.Client
+	transport *http.Transport
+}
+
+// NewClient makes a DynamoDB client from the SDK's default configuration chain, with
+// retries bounded as the options say (standard mode, no client-side retry quota). Every call
+// gives up when its context ends, retries and backoffs included. The caller closes it.
+func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
+	if o.MaxIdleConns <= 0 {
+		o.MaxIdleConns = 64
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	// The SDK's buildable client, so that the configuration can add to it (AWS_CA_BUNDLE),
+	// then frozen into the *http.Client it builds, whose transport Close can reach.
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxIdleConns, o.MaxIdleConns
+	})
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(hc))
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	var tr *http.Transport
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		frozen := bc.Freeze()
+		if c, ok := frozen.(*http.Client); ok {
+			tr, _ = c.Transport.(*http.Transport)
+		}
+		cfg.HTTPClient = frozen
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("AWS configuration: no region: set AWS_REGION, or a region in the AWS profile")
+	}
+	attempts := o.MaxAttempts
+	if attempts <= 0 {
+		attempts = cfg.RetryMaxAttempts // AWS_MAX_ATTEMPTS, max_attempts
+	}
+	if attempts <= 0 {
+		attempts = DefaultMaxAttempts
+	}
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts, so.MaxBackoff, so.RateLimiter = attempts, o.MaxBackoff, ratelimit.None
+		})
+	}
+	cfg.RetryMaxAttempts, cfg.RetryMode = 0, "" // the retryer above decides
+	return &Client{Client: awsdynamodb.NewFromConfig(cfg), transport: tr}, nil
+}
+
+// Close closes the client's idle connections. The client still works after it (with new
+// connections); main calls it once every store is done.
+func (c *Client) Close() {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+}
+
+// Region is the region the client calls, for logs.
+func (c *Client) Region() string { return c.Options().Region }
+
+// Endpoint is the endpoint the client calls if one was configured
+// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL), "" for the region's own, for logs.
+func (c *Client) Endpoint() string { return aws.ToString(c.Options().BaseEndpoint) }
+
+// errorCodes are the DynamoDB error codes that ErrorCode tells apart.
+var errorCodes = []string{
+	"AccessDeniedException",
+	"ExpiredTokenException",
+	"InternalServerError",
+	"ProvisionedThroughputExceededException",
+	"RequestLimitExceeded",
+	"ResourceNotFoundException",
+	"ServiceUnavailable",
+	"ThrottlingException",
+	"UnrecognizedClientException",
+	"ValidationException",
+}
+
+// ErrorCode is a bounded label for an error of this package, for metrics: one of the
+// DynamoDB error codes above, "unprocessed" (ErrUnprocessed), "invalid_data" (data or
+// metadata of the wrong type), "deadline_exceeded", "canceled", "http_5xx" (a server error
+// without one of the codes), "other", or "" for nil.
+func ErrorCode(err error) string {
+	var api smithy.APIError
+	var resp *smithyhttp.ResponseError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &api) && slices.Contains(errorCodes, api.ErrorCode()):
+		return api.ErrorCode()
+	case errors.Is(err, ErrUnprocessed):
+		return "unprocessed"
+	case errors.Is(err, segments.ErrInvalidData), errors.Is(err, segments.ErrInvalidMetadata):
+		return "invalid_data"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &resp) && resp.HTTPStatusCode() >= 500:
+		return "http_5xx"
+	}
+	return "other"
+}

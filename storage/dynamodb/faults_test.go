@@ -1,0 +1,144 @@
+package dynamodb_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/bigseg/bigseg/internal/dynamotest"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/dynamodb"
+)
+
+// newClient is a client made as main makes it, from the standard AWS variables, of
+// endpoint; closed when the test ends.
+func newClient(t *testing.T, endpoint string) *dynamodb.Client {
+	t.Helper()
+	dynamotest.Env(t, endpoint)
+	c, err := dynamodb.NewClient(context.Background(), dynamodb.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestNewClientFromEnvironment(t *testing.T) {
+	c, table := moto(t)
+	alice := segments.Hash("alice")
+	dynamotest.Patch(t, c, table, "", "", "v1", []dynamotest.Change{{Hash: alice, AddIncluded: []string{"a.g1"}}})
+	url := dynamotest.Shared(t).URL
+	client := newClient(t, url)
+	if client.Region() != dynamotest.Region || client.Endpoint() != url {
+		t.Errorf("region %q, endpoint %q; want %q, %q (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB)", client.Region(), client.Endpoint(), dynamotest.Region, url)
+	}
+	s := dynamodb.New(client, table, "")
+	if r := s.Memberships(context.Background(), []string{alice})[0]; r.Err != nil || r.Membership.Len() != 1 {
+		t.Errorf("read through NewClient's client: %v, %v", r.Membership, r.Err)
+	}
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	if _, err := dynamodb.NewClient(context.Background(), dynamodb.ClientOptions{}); err == nil {
+		t.Error("NewClient without a region: no error")
+	}
+}
+
+// Every fault is an error of the contexts read, and of the status poll, once the client's
+// attempts are spent or the caller's deadline passes; throttling and server errors are
+// retried, within that deadline, and refusals are not.
+func TestFaults(t *testing.T) {
+	_, table := moto(t)
+	throttle := func(code string) dynamotest.Rule {
+		return func(int, func() dynamotest.Reply) dynamotest.Reply {
+			return dynamotest.Error(http.StatusBadRequest, code, "slow down")
+		}
+	}
+	tests := []struct {
+		name     string
+		rule     dynamotest.Rule
+		timeout  time.Duration
+		code     string // ErrorCode of the error, "" for a success
+		attempts int    // calls of each read
+	}{
+		{"provisioned throughput exceeded", throttle("ProvisionedThroughputExceededException"), 10 * time.Second, "ProvisionedThroughputExceededException", dynamodb.DefaultMaxAttempts},
+		{"throttling", throttle("ThrottlingException"), 10 * time.Second, "ThrottlingException", dynamodb.DefaultMaxAttempts},
+		{"request limit exceeded", throttle("RequestLimitExceeded"), 10 * time.Second, "RequestLimitExceeded", dynamodb.DefaultMaxAttempts},
+		{"internal server error", func(int, func() dynamotest.Reply) dynamotest.Reply {
+			return dynamotest.Error(http.StatusInternalServerError, "InternalServerError", "oops")
+		}, 10 * time.Second, "InternalServerError", dynamodb.DefaultMaxAttempts},
+		{"503 without a body", func(int, func() dynamotest.Reply) dynamotest.Reply {
+			return dynamotest.Reply{Status: http.StatusServiceUnavailable}
+		}, 10 * time.Second, "http_5xx", dynamodb.DefaultMaxAttempts},
+		{"access denied is not retried", func(int, func() dynamotest.Reply) dynamotest.Reply {
+			return dynamotest.Error(http.StatusBadRequest, "AccessDeniedException", "no")
+		}, 10 * time.Second, "AccessDeniedException", 1},
+		{"a hang ends at the deadline", func(int, func() dynamotest.Reply) dynamotest.Reply {
+			return dynamotest.Reply{Hang: true}
+		}, 200 * time.Millisecond, "deadline_exceeded", 1},
+		{"throttled once, then answered", func(n int, forward func() dynamotest.Reply) dynamotest.Reply {
+			if n%2 == 1 {
+				return dynamotest.Error(http.StatusBadRequest, "ProvisionedThroughputExceededException", "slow down")
+			}
+			return forward()
+		}, 10 * time.Second, "", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+			proxy.On("BatchGetItem", tt.rule)
+			s := dynamodb.New(newClient(t, proxy.URL), table, "")
+			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
+			defer cancel()
+			reads := s.Memberships(ctx, []string{segments.Hash("a"), segments.Hash("b")})
+			for i, r := range reads {
+				if got := dynamodb.ErrorCode(r.Err); got != tt.code {
+					t.Errorf("read %d: %v (code %q), want code %q", i, r.Err, got, tt.code)
+				}
+			}
+			if n := proxy.Calls("BatchGetItem"); n != tt.attempts {
+				t.Errorf("memberships: %d calls, want %d", n, tt.attempts)
+			}
+			ctx, cancel = context.WithTimeout(context.Background(), tt.timeout)
+			defer cancel()
+			_, err := s.Metadata(ctx)
+			if got := dynamodb.ErrorCode(err); got != tt.code || errors.Is(err, segments.ErrInvalidMetadata) {
+				t.Errorf("metadata: %v (code %q), want code %q, not ErrInvalidMetadata", err, got, tt.code)
+			}
+		})
+	}
+}
+
+func TestMissingTable(t *testing.T) {
+	s := dynamodb.New(newClient(t, dynamotest.Shared(t).URL), "bigsegtest-no-such-table", "")
+	r := s.Memberships(context.Background(), []string{segments.Hash("a")})[0]
+	if code := dynamodb.ErrorCode(r.Err); code != "ResourceNotFoundException" {
+		t.Errorf("memberships: %v (code %q), want ResourceNotFoundException", r.Err, code)
+	}
+	if _, err := s.Metadata(context.Background()); dynamodb.ErrorCode(err) != "ResourceNotFoundException" {
+		t.Errorf("metadata: %v, want ResourceNotFoundException", err)
+	}
+}
+
+// AWS_MAX_ATTEMPTS is the SDK's variable, and NewClient honors it.
+func TestMaxAttemptsFromEnvironment(t *testing.T) {
+	_, table := moto(t)
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply {
+		return dynamotest.Error(http.StatusBadRequest, "ThrottlingException", "slow down")
+	})
+	dynamotest.Env(t, proxy.URL)
+	t.Setenv("AWS_MAX_ATTEMPTS", "5")
+	c, err := dynamodb.NewClient(context.Background(), dynamodb.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if r := dynamodb.New(c, table, "").Memberships(context.Background(), []string{segments.Hash("a")})[0]; r.Err == nil {
+		t.Error("no error")
+	}
+	if n := proxy.Calls("BatchGetItem"); n != 5 {
+		t.Errorf("%d calls, want 5", n)
+	}
+}

@@ -1,0 +1,426 @@
+package dynamodb
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
+)
+
+// LoadOptions tune Load.
+type LoadOptions struct {
+	// Replace makes the table match the contexts given: each given context's sets become the
+	// ones given, and the items of every context under the prefix that is not given are
+	// deleted. Without it, Load only adds.
+	Replace bool
+	// SynchronizedOn is written as the synchronization time once every context is written;
+	// the zero time is written as 0, never synchronized.
+	SynchronizedOn time.Time
+	// Cursor is the data's version, written as lastVersion with the synchronization time so
+	// that every instance reading the table sees the load as a change at its next poll (and
+	// drops its cached answers), unless it is the stored one already. Empty means a new one,
+	// "load-<unix ms>-<random>", if the load changed anything, and the stored one kept if it
+	// did not.
+	Cursor string
+	// BatchSize is how many contexts are read, then written, at a time; 0 means 1000.
+	BatchSize int
+	// Writers is how many UpdateItem calls are in flight at once; 0 means 8.
+	Writers int
+	// Progress, when set, is told how far Load has got: after each batch while Writing, after
+	// each page of items queried and each BatchWriteItem of deletions while Deleting, with
+	// Done on the last report of each phase. It is called on the loading goroutine, so it
+	// should be quick; throttling what it shows is its own business.
+	Progress func(Progress)
+}
+
+// LoadStats counts what Load did.
+type LoadStats struct {
+	Contexts    int // contexts written
+	RefsAdded   int // refs added to sets (already present ones are not counted)
+	RefsRemoved int // refs removed from listed contexts (Replace)
+	// ItemsDeleted counts the items of unlisted contexts that held refs, deleted (Replace);
+	// EmptyItemsDeleted, those that held none (the Relay Proxy leaves an item whose sets it
+	// emptied), which changes no membership.
+	ItemsDeleted, EmptyItemsDeleted int
+	SyncedOnMsec                    int64
+	// Cursor is the cursor stored once Load is done ("" for none), and CursorChanged says
+	// whether Load wrote it: when it did, running instances drop their cached answers.
+	Cursor        string
+	CursorChanged bool
+}
+
+// Changed says whether Load changed any membership.
+func (st LoadStats) Changed() bool { return st.RefsAdded+st.RefsRemoved+st.ItemsDeleted > 0 }
+
+// Phase is a phase of Load, as Progress tells it.
+type Phase int
+
+const (
+	// Writing writes the contexts given, a batch at a time.
+	Writing Phase = iota
+	// Deleting (Replace only) queries the items of contexts under the prefix, and deletes
+	// those of the contexts not given.
+	Deleting
+)
+
+// Progress is how far Load has got, as LoadOptions.Progress is told.
+type Progress struct {
+	Phase Phase
+	// Done is set on the last report of a phase, once the phase has succeeded.
+	Done bool
+	// Total is how many contexts were given.
+	Total int
+	// Scanned counts the items Deleting has looked at.
+	Scanned int
+	// LoadStats counts what has been done so far (its Cursor and SyncedOnMsec are not set yet).
+	LoadStats
+}
+
+// Load writes contexts in LaunchDarkly's layout, then the synchronization time and, if the
+// data changed, a cursor, for demos, tests and migrations. It is idempotent, and a load that
+// changes nothing keeps the cursor, so that running instances keep their cached answers.
+//
+// Each batch is read first (strongly consistent), so that only contexts that change are
+// written, each with one UpdateItem: ADD of the refs it lacks, or with Replace, SET of its
+// sets as given (REMOVE of a set given empty), so a reader sees a context's old sets or its
+// new ones, never a mix. The cursor is written after every context, in one UpdateItem with
+// the synchronization time: no instance sees the new cursor before the data it stands for.
+func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadOptions) (LoadStats, error) {
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = 1000
+	}
+	report := func(p Progress) {
+		if opts.Progress != nil {
+			p.Total = len(contexts)
+			opts.Progress(p)
+		}
+	}
+	var st LoadStats
+	listed := make(map[string]struct{}, len(contexts))
+	for start := 0; start < len(contexts); start += batch {
+		chunk := contexts[start:min(start+batch, len(contexts))]
+		if err := s.loadBatch(ctx, chunk, opts, &st); err != nil {
+			return st, err
+		}
+		for _, c := range chunk {
+			listed[c.Hash] = struct{}{}
+		}
+		st.Contexts += len(chunk)
+		report(Progress{Phase: Writing, Done: st.Contexts == len(contexts), LoadStats: st})
+	}
+	if len(contexts) == 0 {
+		report(Progress{Phase: Writing, Done: true})
+	}
+	if opts.Replace {
+		err := s.deleteUnlisted(ctx, listed, &st, func(scanned int, done bool) {
+			report(Progress{Phase: Deleting, Done: done, Scanned: scanned, LoadStats: st})
+		})
+		if err != nil {
+			return st, err
+		}
+	}
+	if !opts.SynchronizedOn.IsZero() {
+		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
+	}
+	return st, s.writeMetadata(ctx, &st, opts.Cursor)
+}
+
+// write is one context's update, with the refs it adds and removes.
+type write struct {
+	in             *awsdynamodb.UpdateItemInput
+	added, removed int
+}
+
+// loadBatch reads the contexts of chunk, then writes those that change.
+func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, opts LoadOptions, st *LoadStats) error {
+	keys := make([]itemKey, len(chunk))
+	for i, c := range chunk {
+		keys[i] = itemKey{table: s.table, namespace: s.userNS, key: c.Hash}
+	}
+	current := batchGet(ctx, s.client, true, membershipProjection, keys)
+	var writes []write
+	for i, c := range chunk {
+		g := current[keys[i]]
+		if g.err != nil {
+			return fmt.Errorf("read current memberships: %w", g.err)
+		}
+		w, err := s.contextWrite(c, g.attrs, opts.Replace)
+		if err != nil {
+			return err
+		}
+		if w.in != nil {
+			writes = append(writes, w)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cmp.Or(max(opts.Writers, 0), 8))
+	var mu sync.Mutex
+	for _, w := range writes {
+		g.Go(func() error {
+			if _, err := s.client.UpdateItem(gctx, w.in); err != nil {
+				return fmt.Errorf("write memberships: %w", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			st.RefsAdded += w.added
+			st.RefsRemoved += w.removed
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// contextWrite is the update that makes c's item (of attributes current, nil for none) hold
+// c's refs, or no update if it does already.
+func (s *Store) contextWrite(c fixture.Context, current map[string]types.AttributeValue, replace bool) (write, error) {
+	var w write
+	var set, add, remove []string
+	names, values := map[string]string{}, map[string]types.AttributeValue{}
+	for i, f := range []struct {
+		attr string
+		want []string
+	}{{attrIncluded, c.Included}, {attrExcluded, c.Excluded}} {
+		have, err := stringSet(current, f.attr)
+		wrongType := err != nil
+		if wrongType && !replace {
+			return w, fmt.Errorf("context %s (line %d): %w (a load with Replace overwrites it)", c.Hash, c.Line, err)
+		}
+		want := dedupe(f.want)
+		plus, minus := difference(want, have), difference(have, want)
+		name, value := "#a"+strconv.Itoa(i), ":v"+strconv.Itoa(i)
+		switch {
+		case !replace && len(plus) > 0:
+			add = append(add, name+" "+value)
+			values[value] = &types.AttributeValueMemberSS{Value: plus}
+		case replace && len(want) > 0 && (len(plus)+len(minus) > 0 || wrongType):
+			set = append(set, name+" = "+value)
+			values[value] = &types.AttributeValueMemberSS{Value: want}
+		case replace && len(want) == 0 && (len(minus) > 0 || wrongType):
+			remove = append(remove, name)
+		default:
+			continue
+		}
+		names[name] = f.attr
+		w.added += len(plus)
+		if replace {
+			w.removed += len(minus)
+		}
+	}
+	if len(names) == 0 {
+		return w, nil
+	}
+	expr := ""
+	for _, part := range []struct {
+		action  string
+		clauses []string
+	}{{"SET", set}, {"REMOVE", remove}, {"ADD", add}} {
+		if len(part.clauses) > 0 {
+			expr += part.action + " " + strings.Join(part.clauses, ", ") + " "
+		}
+	}
+	w.in = &awsdynamodb.UpdateItemInput{TableName: &s.table, Key: primaryKey(s.userNS, c.Hash),
+		UpdateExpression: aws.String(expr), ExpressionAttributeNames: names}
+	if len(values) > 0 {
+		w.in.ExpressionAttributeValues = values
+	}
+	return w, nil
+}
+
+// dedupe is refs without repeats (a string set cannot hold one twice), in their order.
+func dedupe(refs []string) []string {
+	seen := make(map[string]struct{}, len(refs))
+	out := refs[:0:0]
+	for _, r := range refs {
+		if _, ok := seen[r]; !ok {
+			seen[r] = struct{}{}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// difference is the refs of a that b does not list.
+func difference(a, b []string) []string {
+	var out []string
+	for _, r := range a {
+		if !slices.Contains(b, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// maxBatchWriteItems is the most requests of one BatchWriteItem.
+const maxBatchWriteItems = 25
+
+// deleteUnlisted deletes the items of every context under the prefix that is not in listed,
+// querying them a page at a time, and reports the items queried after each page and each
+// BatchWriteItem of deletions, then once more with done once all are deleted.
+func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, st *LoadStats, report func(scanned int, done bool)) error {
+	scanned, in := 0, s.contextsQuery()
+	var stale []map[string]types.AttributeValue
+	var staleFull int // how many of stale held refs
+	flush := func() error {
+		if err := s.deleteItems(ctx, stale); err != nil {
+			return err
+		}
+		st.ItemsDeleted += staleFull
+		st.EmptyItemsDeleted += len(stale) - staleFull
+		stale, staleFull = stale[:0], 0
+		report(scanned, false)
+		return nil
+	}
+	for {
+		// Deleting while querying is safe: a page starts after the last key of the one before.
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("query %s: %w", s.userNS, err)
+		}
+		for _, item := range out.Items {
+			k, ok := keyOf(s.table, item)
+			if !ok {
+				continue
+			}
+			if _, ok := listed[k.key]; ok {
+				continue
+			}
+			stale = append(stale, primaryKey(k.namespace, k.key))
+			if m, err := parseMembership(item); err != nil || m.Len() > 0 {
+				staleFull++ // sets of the wrong type are something too
+			}
+			if len(stale) == maxBatchWriteItems {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		scanned += len(out.Items)
+		report(scanned, false)
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if len(stale) > 0 {
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	report(scanned, true)
+	return nil
+}
+
+// contextsQuery is the query of the first page of the items of contexts, with their sets.
+func (s *Store) contextsQuery() *awsdynamodb.QueryInput {
+	in := &awsdynamodb.QueryInput{
+		TableName: &s.table, ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#n = :n"),
+		ProjectionExpression:      aws.String(membershipProjection.expr),
+		ExpressionAttributeNames:  membershipProjection.names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: s.userNS}},
+	}
+	if s.queryPage > 0 {
+		in.Limit = &s.queryPage
+	}
+	return in
+}
+
+// deleteItems deletes the items of keys (at most 25) in one BatchWriteItem, and asks again
+// for those left unprocessed, as reads do.
+func (s *Store) deleteItems(ctx context.Context, keys []map[string]types.AttributeValue) error {
+	reqs := make([]types.WriteRequest, len(keys))
+	for i, k := range keys {
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
+	}
+	for round := 0; len(reqs) > 0; round++ {
+		out, err := s.client.BatchWriteItem(ctx, &awsdynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: reqs}})
+		if err != nil {
+			return fmt.Errorf("delete items of unlisted contexts: %w", err)
+		}
+		reqs = out.UnprocessedItems[s.table]
+		if len(reqs) == 0 {
+			return nil
+		}
+		if round == maxUnprocessedRetries {
+			return fmt.Errorf("delete items of unlisted contexts: %w after %d tries", ErrUnprocessed, round+1)
+		}
+		if err := wait(ctx, backoff(round)); err != nil {
+			return fmt.Errorf("delete items of unlisted contexts: %w: %w", ErrUnprocessed, err)
+		}
+	}
+	return nil
+}
+
+// writeMetadata writes the cursor (the one given, or a new one when the load changed anything
+// and none was given) and the synchronization time of st, in one UpdateItem.
+func (s *Store) writeMetadata(ctx context.Context, st *LoadStats, cursor string) error {
+	stored, err := s.storedCursor(ctx)
+	if err != nil {
+		return err
+	}
+	st.Cursor = cursor
+	switch {
+	case st.Cursor == "" && !st.Changed() && stored != nil:
+		st.Cursor = *stored // nothing to tell the instances
+	case st.Cursor == "":
+		st.Cursor = newCursor()
+	}
+	st.CursorChanged = stored == nil || st.Cursor != *stored
+	in := &awsdynamodb.UpdateItemInput{TableName: &s.table, Key: primaryKey(s.metaKey, s.metaKey),
+		UpdateExpression:          aws.String("SET #s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": attrSynchronizedOn},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: strconv.FormatInt(st.SyncedOnMsec, 10)}},
+	}
+	if st.CursorChanged {
+		in.UpdateExpression = aws.String("SET #s = :s, #v = :v")
+		in.ExpressionAttributeNames["#v"] = attrLastVersion
+		in.ExpressionAttributeValues[":v"] = &types.AttributeValueMemberS{Value: st.Cursor}
+	}
+	if _, err := s.client.UpdateItem(ctx, in); err != nil {
+		return fmt.Errorf("write metadata %s: %w", s.metaKey, err)
+	}
+	return nil
+}
+
+// storedCursor returns the cursor stored, "" for none, or nil when lastVersion holds
+// something no instance takes for a cursor (too long, or not a string), which a load
+// replaces.
+func (s *Store) storedCursor(ctx context.Context) (*string, error) {
+	k := itemKey{table: s.table, namespace: s.metaKey, key: s.metaKey}
+	g := batchGet(ctx, s.client, true, metadataProjection, []itemKey{k})[k]
+	if g.err != nil {
+		return nil, fmt.Errorf("read the stored cursor: %w", g.err)
+	}
+	v, ok := g.attrs[attrLastVersion]
+	if !ok {
+		none := ""
+		return &none, nil
+	}
+	if sv, ok := v.(*types.AttributeValueMemberS); ok && len(sv.Value) <= segments.MaxCursorBytes {
+		return &sv.Value, nil
+	}
+	return nil, nil
+}
+
+// newCursor makes up a version for a load: when, and a random part, so that two loads in the
+// same millisecond still differ.
+func newCursor() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("load-%d-%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,295 @@
+package dynamodb_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bigseg/bigseg/internal/dynamotest"
+	"github.com/bigseg/bigseg/internal/storetest"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/dynamodb"
+	"github.com/bigseg/bigseg/storage/fixture"
+)
+
+// readAll reads the memberships of the given keys back through the store.
+func readAll(t *testing.T, store *dynamodb.Store, keys []string) map[string]map[string]bool {
+	t.Helper()
+	hashes := make([]string, len(keys))
+	for i, k := range keys {
+		hashes[i] = segments.Hash(k)
+	}
+	out := map[string]map[string]bool{}
+	for i, r := range store.Memberships(context.Background(), hashes) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		out[keys[i]] = storetest.Map(r.Membership)
+	}
+	return out
+}
+
+func ctxOf(key string, inc, exc []string) fixture.Context {
+	return fixture.Context{Hash: segments.Hash(key), Included: inc, Excluded: exc}
+}
+
+// metadataItem is the stored metadata item's synchronizedOn and lastVersion ("" when absent).
+func metadataItem(t *testing.T, c *awsdynamodb.Client, table string, s *dynamodb.Store) (synced, cursor string) {
+	item := dynamotest.Item(t, c, table, dynamotest.Key(s.MetadataKey(), s.MetadataKey()))
+	if v, ok := item["synchronizedOn"].(*types.AttributeValueMemberN); ok {
+		synced = v.Value
+	}
+	if v, ok := item["lastVersion"].(*types.AttributeValueMemberS); ok {
+		cursor = v.Value
+	}
+	return synced, cursor
+}
+
+func TestLoad(t *testing.T) {
+	ctx := context.Background()
+	c, table := moto(t)
+	p := prefix(t)
+	store := dynamodb.New(c, table, p)
+	other := dynamodb.New(c, table, p+"-other") // another environment of the table
+	dynamotest.Patch(t, c, table, p+"-other", "", "", []dynamotest.Change{{Hash: segments.Hash("bystander"), AddIncluded: []string{"keep.g1"}}})
+
+	synced := time.UnixMilli(1764430000000)
+	first := []fixture.Context{
+		ctxOf("alice", []string{"a.g1", "b.g1", "a.g1"}, []string{"c.g1"}), // a ref given twice is one
+		ctxOf("bob", nil, []string{"a.g1"}),
+		ctxOf("carol", []string{"a.g1"}, nil),
+	}
+	var progress []dynamodb.Progress
+	st, err := store.Load(ctx, first, dynamodb.LoadOptions{SynchronizedOn: synced, BatchSize: 2,
+		Progress: func(p dynamodb.Progress) { progress = append(progress, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProgress := []dynamodb.Progress{
+		{Phase: dynamodb.Writing, Total: 3, LoadStats: dynamodb.LoadStats{Contexts: 2, RefsAdded: 4}},
+		{Phase: dynamodb.Writing, Total: 3, Done: true, LoadStats: dynamodb.LoadStats{Contexts: 3, RefsAdded: 5}},
+	}
+	if diff := cmp.Diff(wantProgress, progress); st.Contexts != 3 || st.RefsAdded != 5 || diff != "" {
+		t.Errorf("first load: %+v, progress (-want +got):\n%s", st, diff)
+	}
+	want := map[string]map[string]bool{
+		"alice": {"a.g1": true, "b.g1": true, "c.g1": false},
+		"bob":   {"a.g1": false},
+		"carol": {"a.g1": true},
+	}
+	if diff := cmp.Diff(want, readAll(t, store, []string{"alice", "bob", "carol"})); diff != "" {
+		t.Errorf("after load (-want +got):\n%s", diff)
+	}
+	if md, err := store.Metadata(ctx); err != nil || !md.LastSynchronized.Equal(synced) || md.Cursor != st.Cursor || !strings.HasPrefix(md.Cursor, "load-") {
+		t.Errorf("metadata: %+v, %v; want %v and the load's cursor %q", md, err, synced, st.Cursor)
+	}
+
+	// Idempotent.
+	if st, err := store.Load(ctx, first, dynamodb.LoadOptions{SynchronizedOn: synced}); err != nil || st.Changed() || st.CursorChanged {
+		t.Errorf("second load: %+v, %v; want nothing changed", st, err)
+	}
+
+	// Without Replace, a load only adds.
+	second := []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil), ctxOf("dave", []string{"d.g1"}, nil)}
+	if _, err := store.Load(ctx, second, dynamodb.LoadOptions{SynchronizedOn: synced}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, store, []string{"alice", "bob"}); len(got["alice"]) != 3 || len(got["bob"]) != 1 {
+		t.Errorf("add-only load removed something: %v", got)
+	}
+
+	// With Replace, the table matches the file, under the prefix only.
+	// An item the Relay Proxy emptied is deleted too, but changes no membership.
+	_, cur := metadataItem(t, c, table, store)
+	dynamotest.Patch(t, c, table, p, cur, cur+"+1", []dynamotest.Change{{Hash: segments.Hash("emptied"), AddIncluded: []string{"x.g1"}}})
+	dynamotest.Patch(t, c, table, p, cur+"+1", cur+"+2", []dynamotest.Change{{Hash: segments.Hash("emptied"), RemoveIncluded: []string{"x.g1"}}})
+	st, err = store.Load(ctx, second, dynamodb.LoadOptions{SynchronizedOn: synced.Add(time.Hour), Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RefsRemoved != 2 || st.ItemsDeleted != 2 || st.EmptyItemsDeleted != 1 { // alice's b.g1 and c.g1; bob's and carol's items; emptied's
+		t.Errorf("replace: %+v, want 2 refs removed, 2 items deleted and 1 empty one", st)
+	}
+	want = map[string]map[string]bool{
+		"alice": {"a.g1": true}, "bob": {}, "carol": {}, "dave": {"d.g1": true},
+	}
+	if diff := cmp.Diff(want, readAll(t, store, []string{"alice", "bob", "carol", "dave"})); diff != "" {
+		t.Errorf("after replace (-want +got):\n%s", diff)
+	}
+	if got := readAll(t, other, []string{"bystander"}); len(got["bystander"]) != 1 {
+		t.Error("replace deleted an item of another prefix")
+	}
+	if s, v := metadataItem(t, c, table, store); s != strconv.FormatInt(synced.Add(time.Hour).UnixMilli(), 10) || v != st.Cursor || !st.CursorChanged {
+		t.Errorf("synchronizedOn %s, lastVersion %q; stats say %q (changed %v)", s, v, st.Cursor, st.CursorChanged)
+	}
+}
+
+// A load with Replace overwrites sets of the wrong type; one without it refuses to add to
+// them.
+func TestLoadOverWrongTypes(t *testing.T) {
+	ctx := context.Background()
+	c, table := moto(t)
+	store := dynamodb.New(c, table, "")
+	item := dynamotest.Key(store.UserNamespace(), segments.Hash("alice"))
+	item["included"] = &types.AttributeValueMemberS{Value: "a.g1"}
+	dynamotest.Put(t, c, table, item)
+	alice := []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil)}
+	if _, err := store.Load(ctx, alice, dynamodb.LoadOptions{}); err == nil || !strings.Contains(err.Error(), "Replace") {
+		t.Errorf("add-only load over a string: %v, want an error", err)
+	}
+	if _, err := store.Load(ctx, alice, dynamodb.LoadOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, store, []string{"alice"}); !got["alice"]["a.g1"] {
+		t.Errorf("after replace: %v", got)
+	}
+}
+
+// A new cursor empties the cache of every running instance, so a load writes one only when
+// it changed something, or when the file gives a cursor other than the stored one.
+// synchronizedOn is written by every load.
+func TestLoadCursor(t *testing.T) {
+	ctx := context.Background()
+	c, table := moto(t)
+	store := dynamodb.New(c, table, prefix(t))
+	metaKey := dynamotest.Key(store.MetadataKey(), store.MetadataKey())
+	setCursor := func(v types.AttributeValue) {
+		item := dynamotest.Item(t, c, table, metaKey)
+		item["lastVersion"] = v
+		dynamotest.Put(t, c, table, item)
+	}
+	alice := func(refs ...string) fixture.Context { return ctxOf("alice", refs, nil) }
+	bob := ctxOf("bob", nil, []string{"b.g1"})
+	const (
+		unchanged = "(unchanged)" // the cursor stored before the load
+		made      = "(new)"       // a new load-... cursor
+		none      = "(none)"      // no lastVersion at all
+	)
+	steps := []struct {
+		name     string
+		before   func()
+		contexts []fixture.Context
+		opts     dynamodb.LoadOptions
+		want     string
+	}{
+		{name: "nothing into nothing writes no cursor", want: none},
+		{name: "first load", contexts: []fixture.Context{alice("a.g1"), bob}, want: made},
+		{name: "the same again", contexts: []fixture.Context{alice("a.g1"), bob}, want: unchanged},
+		{name: "a subset, adding only", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
+		{name: "the same with replace", contexts: []fixture.Context{alice("a.g1"), bob}, opts: dynamodb.LoadOptions{Replace: true}, want: unchanged},
+		{name: "a ref added", contexts: []fixture.Context{alice("a.g1", "a.g2")}, want: made},
+		{name: "replace removing a ref", contexts: []fixture.Context{alice("a.g1"), bob}, opts: dynamodb.LoadOptions{Replace: true}, want: made},
+		{name: "replace deleting an unlisted context", contexts: []fixture.Context{alice("a.g1")}, opts: dynamodb.LoadOptions{Replace: true}, want: made},
+		{name: "the file's cursor, new", contexts: []fixture.Context{alice("a.g1")}, opts: dynamodb.LoadOptions{Cursor: "v9"}, want: "v9"},
+		{name: "the file's cursor, stored already", contexts: []fixture.Context{alice("a.g1")}, opts: dynamodb.LoadOptions{Cursor: "v9"}, want: unchanged},
+		{name: "no cursor, nothing changed, after the file's", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
+		{name: "a stored cursor too long to be one is replaced",
+			before:   func() { setCursor(&types.AttributeValueMemberS{Value: strings.Repeat("c", segments.MaxCursorBytes+1)}) },
+			contexts: []fixture.Context{alice("a.g1")}, want: made},
+		{name: "a stored cursor of the wrong type is replaced",
+			before:   func() { setCursor(&types.AttributeValueMemberN{Value: "7"}) },
+			contexts: []fixture.Context{alice("a.g1")}, want: made},
+		{name: "no cursor stored, nothing changed: still none",
+			before: func() {
+				item := dynamotest.Item(t, c, table, metaKey)
+				delete(item, "lastVersion")
+				dynamotest.Put(t, c, table, item)
+			},
+			contexts: []fixture.Context{alice("a.g1")}, want: none},
+	}
+	for i, step := range steps {
+		if step.before != nil {
+			step.before()
+		}
+		_, before := metadataItem(t, c, table, store)
+		step.opts.SynchronizedOn = time.UnixMilli(1764430000000 + int64(i))
+		st, err := store.Load(ctx, step.contexts, step.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		synced, after := metadataItem(t, c, table, store)
+		if after == "" {
+			after = none
+		}
+		switch want := step.want; {
+		case want == none && after != none, want == unchanged && after != before,
+			want == made && (after == before || !strings.HasPrefix(after, "load-")),
+			!strings.HasPrefix(want, "(") && after != want:
+			t.Errorf("%s: cursor %.40q before, %.40q after; want %s", step.name, before, after, want)
+		}
+		if wantChanged := step.want != unchanged && step.want != none; st.CursorChanged != wantChanged || (after != none && st.Cursor != after) {
+			t.Errorf("%s: stats say cursor %q, changed %v; the table has %.40q, want changed %v", step.name, st.Cursor, st.CursorChanged, after, wantChanged)
+		}
+		if synced != strconv.FormatInt(step.opts.SynchronizedOn.UnixMilli(), 10) {
+			t.Errorf("%s: synchronizedOn = %q, want %d", step.name, synced, step.opts.SynchronizedOn.UnixMilli())
+		}
+	}
+}
+
+// Both phases report as they go, with counts that only grow, and end with one Done report.
+func TestLoadProgress(t *testing.T) {
+	ctx := context.Background()
+	c, table := moto(t)
+	store := dynamodb.New(c, table, "")
+	dynamodb.SetQueryPage(store, 40)
+	const listed, unlisted = 200, 120
+	contexts := make([]fixture.Context, listed)
+	for i := range contexts {
+		contexts[i] = ctxOf("user-"+strconv.Itoa(i), []string{"a.g1"}, nil)
+	}
+	var changes []dynamotest.Change
+	for i := range unlisted {
+		changes = append(changes, dynamotest.Change{Hash: segments.Hash("gone-" + strconv.Itoa(i)), AddIncluded: []string{"a.g1"}, AddExcluded: []string{"b.g1"}})
+	}
+	dynamotest.Patch(t, c, table, "", "", "v1", changes)
+	var reports []dynamodb.Progress
+	st, err := store.Load(ctx, contexts, dynamodb.LoadOptions{Replace: true, BatchSize: 50,
+		Progress: func(p dynamodb.Progress) { reports = append(reports, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Contexts != listed || st.ItemsDeleted != unlisted {
+		t.Fatalf("load: %+v, want %d contexts written, %d items deleted", st, listed, unlisted)
+	}
+	byPhase := map[dynamodb.Phase][]dynamodb.Progress{}
+	for i, p := range reports {
+		if i > 0 && p.Phase < reports[i-1].Phase {
+			t.Fatalf("report %d: %+v after %+v", i, p, reports[i-1])
+		}
+		byPhase[p.Phase] = append(byPhase[p.Phase], p)
+	}
+	writing, deleting := byPhase[dynamodb.Writing], byPhase[dynamodb.Deleting]
+	if len(writing) != listed/50 || len(deleting) < 3 {
+		t.Fatalf("%d reports while writing, want %d; %d while deleting, want a few", len(writing), listed/50, len(deleting))
+	}
+	for _, phase := range [][]dynamodb.Progress{writing, deleting} {
+		for i, p := range phase {
+			if last := i == len(phase)-1; p.Done != last || p.Total != listed {
+				t.Errorf("report %d of %d: %+v, want Done on the last only, Total %d", i+1, len(phase), p, listed)
+			}
+			if i > 0 && (p.Contexts < phase[i-1].Contexts || p.Scanned < phase[i-1].Scanned || p.ItemsDeleted < phase[i-1].ItemsDeleted) {
+				t.Errorf("report %d: %+v after %+v: counts went back", i+1, p, phase[i-1])
+			}
+		}
+	}
+	if w := writing[1]; w.Contexts != 100 || w.RefsAdded != 100 {
+		t.Errorf("the 2nd report while writing: %+v, want 100 contexts, 100 refs added", w)
+	}
+	end := deleting[len(deleting)-1]
+	if end.Scanned != listed+unlisted || end.ItemsDeleted != unlisted {
+		t.Errorf("the last report while deleting: %+v, want %d items scanned, %d deleted", end, listed+unlisted, unlisted)
+	}
+	midway := false
+	for _, p := range deleting {
+		midway = midway || (p.ItemsDeleted > 0 && p.ItemsDeleted < unlisted)
+	}
+	if !midway {
+		t.Error("no report while deleting counts some of the deletions but not all")
+	}
+}
