@@ -52,21 +52,22 @@ var skips struct {
 	why string
 }
 
-// Main runs the tests, then says once how many skipped for want of Redis, and why: go test
-// shows nothing of a package that passes but its "ok", so the line goes to the terminal
-// (/dev/tty) when there is one, else to standard error.
+// Main runs the tests, then says once how many skipped for want of Redis, and why. go test
+// shows a passing package's output only with -v (or -json), so the line goes to standard error,
+// for those and for a failing run, and to the terminal (/dev/tty) when there is one, which a
+// piped run still shows.
 func Main(m *testing.M) int {
 	code := m.Run()
 	skips.Lock()
 	defer skips.Unlock()
 	if skips.n > 0 {
-		w := os.Stderr
-		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
-			defer tty.Close()
-			w = tty
-		}
-		fmt.Fprintf(w, "%s: %d tests skipped: %s (set BIGSEG_TEST_REDIS_URL, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail them)\n",
+		line := fmt.Sprintf("%s: %d tests skipped: %s (set BIGSEG_TEST_REDIS_URL, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail them)\n",
 			filepath.Base(os.Args[0]), skips.n, skips.why)
+		os.Stderr.WriteString(line)
+		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+			tty.WriteString(line)
+			tty.Close()
+		}
 	}
 	return code
 }

@@ -127,7 +127,7 @@ func TestMetadataMissingEmptyWrongType(t *testing.T) {
 func TestMetadataIsOneRoundTrip(t *testing.T) {
 	opts, _ := goredis.ParseURL(redistest.URL(t))
 	c := goredis.NewClient(opts)
-	defer c.Close()
+	t.Cleanup(func() { c.Close() }) // after Prefix's cleanup, which deletes the keys with it
 	hook := &roundTrips{}
 	c.AddHook(hook)
 	store := redis.New(c, redistest.Prefix(t, c))
