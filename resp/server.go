@@ -295,6 +295,9 @@ func (s *Server) flush(c *conn) bool {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	_, err := c.nc.Write(c.out)
+	if c.last.env != nil { // the last command's answer, a lookup's, is written: see (*Server).smembers
+		c.last.written = time.Now()
+	}
 	if cap(c.out) > 2*flushBytes {
 		c.out = nil // let a large buffer go
 	} else {

@@ -394,3 +394,67 @@ func inline(t *testing.T, addr string) func(cmd string) string {
 		return string(b[:n])
 	}
 }
+
+// countingService counts the lookups of the service it wraps.
+type countingService struct {
+	*segments.Service
+	lookups atomic.Int64
+}
+
+func (s *countingService) LookupHash(ctx context.Context, hash string) segments.Answer {
+	s.lookups.Add(1)
+	return s.Service.LookupHash(ctx, hash)
+}
+
+// TestPairedSets: the SMEMBERS of a context's exclude set right after that of its include set
+// (or the other way round) is answered from the same lookup, one after the other or pipelined;
+// after another command, or of another context, it is a lookup of its own.
+func TestPairedSets(t *testing.T) {
+	svc := &countingService{Service: service(t, contexts)}
+	addr := serve(t, svc, resp.Config{})
+	inc := func(k string) string { return "launchdarkly:big_segment_include:" + segments.Hash(k) }
+	exc := func(k string) string { return "launchdarkly:big_segment_exclude:" + segments.Hash(k) }
+	for _, c := range []struct {
+		name      string
+		cmds      [][]any
+		pipelined bool
+		lookups   int64
+	}{
+		{"include then exclude", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}}, false, 1},
+		{"exclude then include", [][]any{{"SMEMBERS", exc("alice")}, {"SMEMBERS", inc("alice")}}, false, 1},
+		{"pipelined", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}}, true, 1},
+		{"a pair, then a pair", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}, {"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}}, false, 2},
+		{"a command between", [][]any{{"SMEMBERS", inc("alice")}, {"PING"}, {"SMEMBERS", exc("alice")}}, false, 2},
+		{"another context", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("bob")}}, false, 2},
+		{"the same set twice", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", inc("alice")}}, true, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1})
+			defer rc.Close()
+			ctx := context.Background()
+			if err := rc.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := svc.lookups.Load()
+			if c.pipelined {
+				if _, err := rc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					for _, args := range c.cmds {
+						p.Do(ctx, args...)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for _, args := range c.cmds {
+					if err := rc.Do(ctx, args...).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if n := svc.lookups.Load() - before; n != c.lookups {
+				t.Errorf("%d lookups, want %d", n, c.lookups)
+			}
+		})
+	}
+}
