@@ -72,6 +72,7 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	}
 	label := name
 	before := len(c.out)
+	c.sentPiece = false
 	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
 	switch {
 	case !known && (name == "post" || name == "host:"):
@@ -88,7 +89,8 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	default:
 		cmd.run(s, c, args)
 	}
-	s.cfg.Observe(label, len(c.out) > before && c.out[before] == '-', time.Since(start))
+	// An answer sent in pieces is an array; any other is whole in c.out from before.
+	s.cfg.Observe(label, !c.sentPiece && len(c.out) > before && c.out[before] == '-', time.Since(start))
 }
 
 // printable is a client's command name as an answer may quote it: short, and no control
@@ -151,7 +153,9 @@ const pairWindow = time.Second
 // when it is the next command of the connection and arrives within pairWindow of the first's
 // answer (or before it was written), is answered from the first's lookup however long that
 // took, so that the pair is one store read even with the cache off, and both sets come from
-// the same read. A failed read is an error, never an empty set.
+// the same read. A failed read is an error, never an empty set. A large answer is sent in
+// pieces of flushBytes as it is made from the membership, which the cache shares: a client
+// that does not read it makes the connection hold one buffer, not a copy of its refs.
 func (s *Server) smembers(c *conn, args [][]byte) {
 	env, kind, hash := s.keys.parse(string(args[1]))
 	if env == nil || kind == keySynchronizedOn {
@@ -189,9 +193,13 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 	}
 	c.out = redcon.AppendArray(c.out, n)
 	for ref, included := range a.Membership.All() {
-		if included == want {
-			c.out = redcon.AppendBulkString(c.out, ref)
+		if included != want {
+			continue
 		}
+		if len(c.out) >= flushBytes && !s.sendPiece(c) {
+			return
+		}
+		c.out = redcon.AppendBulkString(c.out, ref)
 	}
 }
 

@@ -3,6 +3,7 @@ package resp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -456,5 +458,47 @@ func TestPairedSets(t *testing.T) {
 				t.Errorf("%d lookups, want %d", n, c.lookups)
 			}
 		})
+	}
+}
+
+// TestLargeAnswer: an answer far larger than the listener's buffer, sent in pieces as it is
+// made, arrives whole and in order, between the answers of the commands pipelined around it;
+// it counts as answered, not failed, though its refs begin with '-' as error replies do.
+func TestLargeAnswer(t *testing.T) {
+	var refs []string
+	for i := range 20_000 {
+		refs = append(refs, fmt.Sprintf("-segment-%05d.g1", i))
+	}
+	var mu sync.Mutex
+	var failed []string
+	observe := func(command string, fail bool, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			failed = append(failed, command)
+		}
+	}
+	rc := client(t, serve(t, service(t, map[string]fixture.Context{"large": {Included: refs}}), resp.Config{Observe: observe}), 2, "")
+	ctx := context.Background()
+	var members *goredis.StringSliceCmd
+	var pong *goredis.StatusCmd
+	if _, err := rc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Select(ctx, 0) // "+OK\r\n": the large answer's pieces begin "$17\r\n-" after as many bytes
+		members = p.SMembers(ctx, "launchdarkly:big_segment_include:"+segments.Hash("large"))
+		pong = p.Ping(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(refs, members.Val()); diff != "" {
+		t.Errorf("the large set (-want +got):\n%s", diff)
+	}
+	if pong.Val() != "PONG" {
+		t.Errorf("the PING after it: %q", pong.Val())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failed) > 0 {
+		t.Errorf("commands counted as failed: %v", failed)
 	}
 }
