@@ -72,6 +72,7 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	}
 	label := name
 	before := len(c.out)
+	c.sentPiece = false
 	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
 	switch {
 	case !known && (name == "post" || name == "host:"):
@@ -88,7 +89,8 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	default:
 		cmd.run(s, c, args)
 	}
-	s.cfg.Observe(label, len(c.out) > before && c.out[before] == '-', time.Since(start))
+	// An answer sent in pieces is an array; any other is whole in c.out from before.
+	s.cfg.Observe(label, !c.sentPiece && len(c.out) > before && c.out[before] == '-', time.Since(start))
 }
 
 // printable is a client's command name as an answer may quote it: short, and no control
@@ -134,18 +136,26 @@ type lookup struct {
 	hash   string
 	kind   int // the set asked for with it
 	answer segments.Answer
-	at     time.Time
+	// written is when the answer was last written to the connection, whole or its last
+	// piece; zero while it is not yet (a command pipelined behind it is answered before).
+	written time.Time
 }
 
-// pairWindow is how soon after the SMEMBERS of one of a context's sets that of the other must
-// come to be answered from the same lookup.
+// pairWindow is how soon after the answer to the SMEMBERS of one of a context's sets is written
+// that of the other must arrive to be answered from the same lookup. It is measured from the
+// write, not from the lookup: a lookup that takes longer (a slow store, a wait for a slot)
+// still answers the pair.
 const pairWindow = time.Second
 
 // smembers answers SMEMBERS of a context's include or exclude set: the refs bigseg's lookup of
 // the context holds included, or excluded (a ref in both sets in Redis is included, which is
-// how an SDK evaluates it anyway). An SDK asks for both sets, one after the other: the second
-// is answered from the first's lookup, so that the pair is one store read even with the cache
-// off, and both sets come from the same read. A failed read is an error, never an empty set.
+// how an SDK evaluates it anyway). An SDK asks for both sets, one after the other: the second,
+// when it is the next command of the connection and arrives within pairWindow of the first's
+// answer (or before it was written), is answered from the first's lookup however long that
+// took, so that the pair is one store read even with the cache off, and both sets come from
+// the same read. A failed read is an error, never an empty set. A large answer is sent in
+// pieces of flushBytes as it is made from the membership, which the cache shares: a client
+// that does not read it makes the connection hold one buffer, not a copy of its refs.
 func (s *Server) smembers(c *conn, args [][]byte) {
 	env, kind, hash := s.keys.parse(string(args[1]))
 	if env == nil || kind == keySynchronizedOn {
@@ -156,7 +166,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 		return
 	}
 	var a segments.Answer
-	if p := c.prev; p.env == env && p.hash == hash && p.kind != kind && c.now.Sub(p.at) < pairWindow {
+	if p := c.prev; p.env == env && p.hash == hash && p.kind != kind && (p.written.IsZero() || c.now.Sub(p.written) < pairWindow) {
 		a = p.answer // its hash was checked with it
 	} else {
 		if err := validHash(hash); err != nil {
@@ -169,7 +179,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 		}
 		a = env.Service.LookupHash(context.Background(), hash)
 		s.cfg.Shed.Release()
-		c.last = lookup{env: env, hash: hash, kind: kind, answer: a, at: c.now}
+		c.last = lookup{env: env, hash: hash, kind: kind, answer: a}
 	}
 	if a.Err != nil {
 		c.out = redcon.AppendError(c.out, "ERR the Big Segment store could not be read")
@@ -183,9 +193,13 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 	}
 	c.out = redcon.AppendArray(c.out, n)
 	for ref, included := range a.Membership.All() {
-		if included == want {
-			c.out = redcon.AppendBulkString(c.out, ref)
+		if included != want {
+			continue
 		}
+		if len(c.out) >= flushBytes && !s.sendPiece(c) {
+			return
+		}
+		c.out = redcon.AppendBulkString(c.out, ref)
 	}
 }
 

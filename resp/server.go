@@ -4,7 +4,8 @@
 // language reads bigseg with no code of ours. It is a sibling of package handlers: it calls
 // the service through a small interface, and takes its defences from package guard.
 // commands.go lists every command it answers; reader.go reads them, each within a bound of
-// 16 KiB whatever a client declares or sends.
+// 16 KiB whatever a client declares or sends; answers are sent every 32 KiB, a large one in
+// pieces as it is made, so that a connection holds a buffer of fixed size whatever it asks.
 //
 // It speaks RESP2 (a client asking HELLO 3 is told NOPROTO and falls back, as with a Redis
 // older than 6), presents itself as a standalone Redis with one database, and writes nothing
@@ -44,7 +45,8 @@ const (
 	maxCommandBytes = 16 << 10
 	// maxArgs bounds a command's arguments (HELLO 2 AUTH user token SETNAME name: seven).
 	maxArgs = 8
-	// flushBytes is how much of the answers to a pipelined batch is kept before it is sent.
+	// flushBytes is how much of the answers to a pipelined batch, or of one large answer, is
+	// kept before it is sent.
 	flushBytes = 32 << 10
 	// maxAuthFailures is the failed AUTHs after which a connection is closed.
 	maxAuthFailures = 3
@@ -224,6 +226,8 @@ type conn struct {
 	last    lookup    // the lookup of the command being answered, if an SMEMBERS
 	prev    lookup    // that of the command before: see (*Server).smembers
 	closing bool      // QUIT or too many failed AUTHs: close once the answers are sent
+	// sentPiece says that part of the answer being made was sent already (see sendPiece).
+	sentPiece bool
 }
 
 // serve reads and answers c's commands until it closes, fails, or the server drains.
@@ -295,10 +299,26 @@ func (s *Server) flush(c *conn) bool {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	_, err := c.nc.Write(c.out)
+	if c.last.env != nil { // the last command's answer, a lookup's, is written: see (*Server).smembers
+		c.last.written = time.Now()
+	}
 	if cap(c.out) > 2*flushBytes {
 		c.out = nil // let a large buffer go
 	} else {
 		c.out = c.out[:0]
 	}
 	return err == nil
+}
+
+// sendPiece sends the answers kept, the beginning of the one being made among them, so that
+// however large an answer is the connection holds at most flushBytes of it (and one ref)
+// before sending it, each piece within the write timeout. It returns false, the connection
+// then to be closed, if the piece could not be sent.
+func (s *Server) sendPiece(c *conn) bool {
+	c.sentPiece = true
+	if !s.flush(c) {
+		c.closing = true
+		return false
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package resp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -392,5 +394,111 @@ func inline(t *testing.T, addr string) func(cmd string) string {
 		b := make([]byte, 512)
 		n, _ := c.Read(b)
 		return string(b[:n])
+	}
+}
+
+// countingService counts the lookups of the service it wraps.
+type countingService struct {
+	*segments.Service
+	lookups atomic.Int64
+}
+
+func (s *countingService) LookupHash(ctx context.Context, hash string) segments.Answer {
+	s.lookups.Add(1)
+	return s.Service.LookupHash(ctx, hash)
+}
+
+// TestPairedSets: the SMEMBERS of a context's exclude set right after that of its include set
+// (or the other way round) is answered from the same lookup, one after the other or pipelined;
+// after another command, or of another context, it is a lookup of its own.
+func TestPairedSets(t *testing.T) {
+	svc := &countingService{Service: service(t, contexts)}
+	addr := serve(t, svc, resp.Config{})
+	inc := func(k string) string { return "launchdarkly:big_segment_include:" + segments.Hash(k) }
+	exc := func(k string) string { return "launchdarkly:big_segment_exclude:" + segments.Hash(k) }
+	for _, c := range []struct {
+		name      string
+		cmds      [][]any
+		pipelined bool
+		lookups   int64
+	}{
+		{"include then exclude", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}}, false, 1},
+		{"exclude then include", [][]any{{"SMEMBERS", exc("alice")}, {"SMEMBERS", inc("alice")}}, false, 1},
+		{"pipelined", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}}, true, 1},
+		{"a pair, then a pair", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}, {"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("alice")}}, false, 2},
+		{"a command between", [][]any{{"SMEMBERS", inc("alice")}, {"PING"}, {"SMEMBERS", exc("alice")}}, false, 2},
+		{"another context", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", exc("bob")}}, false, 2},
+		{"the same set twice", [][]any{{"SMEMBERS", inc("alice")}, {"SMEMBERS", inc("alice")}}, true, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1})
+			defer rc.Close()
+			ctx := context.Background()
+			if err := rc.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := svc.lookups.Load()
+			if c.pipelined {
+				if _, err := rc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					for _, args := range c.cmds {
+						p.Do(ctx, args...)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for _, args := range c.cmds {
+					if err := rc.Do(ctx, args...).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if n := svc.lookups.Load() - before; n != c.lookups {
+				t.Errorf("%d lookups, want %d", n, c.lookups)
+			}
+		})
+	}
+}
+
+// TestLargeAnswer: an answer far larger than the listener's buffer, sent in pieces as it is
+// made, arrives whole and in order, between the answers of the commands pipelined around it;
+// it counts as answered, not failed, though its refs begin with '-' as error replies do.
+func TestLargeAnswer(t *testing.T) {
+	var refs []string
+	for i := range 20_000 {
+		refs = append(refs, fmt.Sprintf("-segment-%05d.g1", i))
+	}
+	var mu sync.Mutex
+	var failed []string
+	observe := func(command string, fail bool, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			failed = append(failed, command)
+		}
+	}
+	rc := client(t, serve(t, service(t, map[string]fixture.Context{"large": {Included: refs}}), resp.Config{Observe: observe}), 2, "")
+	ctx := context.Background()
+	var members *goredis.StringSliceCmd
+	var pong *goredis.StatusCmd
+	if _, err := rc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Select(ctx, 0) // "+OK\r\n": the large answer's pieces begin "$17\r\n-" after as many bytes
+		members = p.SMembers(ctx, "launchdarkly:big_segment_include:"+segments.Hash("large"))
+		pong = p.Ping(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(refs, members.Val()); diff != "" {
+		t.Errorf("the large set (-want +got):\n%s", diff)
+	}
+	if pong.Val() != "PONG" {
+		t.Errorf("the PING after it: %q", pong.Val())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failed) > 0 {
+		t.Errorf("commands counted as failed: %v", failed)
 	}
 }

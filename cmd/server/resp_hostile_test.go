@@ -45,22 +45,20 @@ const (
 // the store unavailable.
 const respGoodBound = 2 * time.Second
 
-// respHugeRefs are the refs of the context whose answer is the largest, and its answer's size.
-var (
-	respHugeRefs = func() []string {
-		refs := make([]string, hostileBigRefs)
-		for i := range refs {
-			refs[i] = fmt.Sprintf("segment-number-%05d.g1", i)
-		}
-		return refs
-	}()
-	respHugeAnswerBytes = len(respHugeRefs) * len("$23\r\nsegment-number-00000.g1\r\n")
-)
+// respHugeRefs are the refs of the context whose answer is the largest.
+var respHugeRefs = func() []string {
+	refs := make([]string, hostileBigRefs)
+	for i := range refs {
+		refs[i] = fmt.Sprintf("segment-number-%05d.g1", i)
+	}
+	return refs
+}()
 
-// respConnBytes bounds what one connection can make the process hold: its command buffer, its
-// answers kept (a buffer that grows to twice flushBytes before it is let go, and the largest
-// answer appended to it), and its goroutine's stack.
-var respConnBytes = respCommandBytes + 2*respFlushBytes + respHugeAnswerBytes + 16<<10
+// respConnBytes bounds what one connection can make the process hold, whatever the size of its
+// answers: its command buffer, its answers kept (a buffer that grows to twice flushBytes
+// before it is let go; a large answer is sent in pieces of flushBytes as it is made), and its
+// goroutine's stack.
+const respConnBytes = respCommandBytes + 2*respFlushBytes + 16<<10
 
 // respGood is a well-behaved client: an SDK's reads, over and over, through go-redis with
 // its defaults (a pool, retries on a broken connection), with the token.

@@ -1,0 +1,67 @@
+package resp
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
+	"github.com/bigseg/bigseg/storage/memory"
+)
+
+// discard is a connection that takes every write at once.
+type discard struct{ net.Conn }
+
+func (discard) Write(b []byte) (int, error)      { return len(b), nil }
+func (discard) SetWriteDeadline(time.Time) error { return nil }
+
+// benchServer is a listener over one context, key, holding refs included refs (and one
+// excluded), cached; with its connection, which writes to nothing.
+func benchServer(b *testing.B, refs int) (*Server, *conn, [2][][]byte) {
+	c := fixture.Context{Key: "key", Hash: segments.Hash("key"), Excluded: []string{"blocked.g1"}}
+	for i := range refs {
+		c.Included = append(c.Included, "segment-"+strconv.Itoa(i)+".g1")
+	}
+	svc := segments.New(memory.New(&fixture.Fixture{Contexts: []fixture.Context{c}}, time.Now))
+	svc.Poll(context.Background())
+	s := New(Config{}, Environment{Name: "default", Prefix: "launchdarkly", Service: svc})
+	pair := [2][][]byte{
+		{[]byte("SMEMBERS"), []byte("launchdarkly:big_segment_include:" + c.Hash)},
+		{[]byte("SMEMBERS"), []byte("launchdarkly:big_segment_exclude:" + c.Hash)},
+	}
+	return s, &conn{nc: discard{}}, pair
+}
+
+// An SDK's pair of cached SMEMBERS, each answered and sent before the next (-P 1), or 16
+// pairs pipelined and sent together (-P 16).
+func BenchmarkSMEMBERSPair(b *testing.B) {
+	for _, depth := range []int{1, 16} {
+		b.Run("P"+strconv.Itoa(depth), func(b *testing.B) {
+			s, c, pair := benchServer(b, 2)
+			b.ReportAllocs()
+			for b.Loop() {
+				for range depth {
+					s.dispatch(c, pair[0])
+					if depth == 1 {
+						s.flush(c)
+					}
+					s.dispatch(c, pair[1])
+					s.flush(c)
+				}
+			}
+		})
+	}
+}
+
+// A large answer: a context of 100,000 refs.
+func BenchmarkSMEMBERSLarge(b *testing.B) {
+	s, c, pair := benchServer(b, 100_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.dispatch(c, pair[0])
+		s.flush(c)
+	}
+}
