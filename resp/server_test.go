@@ -200,6 +200,18 @@ func TestTokens(t *testing.T) {
 	if err := rc.Get(context.Background(), "launchdarkly:big_segments_synchronized_on").Err(); err != nil {
 		t.Errorf("with the token: %v", err)
 	}
+	// A wrong AUTH after a good one signs the connection out (Redis would keep the earlier
+	// sign-in): stricter, on purpose, and docs/sdks.md says so.
+	again := inline(t, addr)
+	if got := again("AUTH default s3cret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	if got := again("AUTH default wrong"); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Errorf("a wrong AUTH after a good one: %q", got)
+	}
+	if got := again("GET launchdarkly:big_segments_synchronized_on"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Errorf("GET after a wrong AUTH that followed a good one: %q, want NOAUTH", got)
+	}
 }
 
 // A connection signed in with a token that the tokens file then revokes is refused at its next
