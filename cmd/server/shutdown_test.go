@@ -202,3 +202,16 @@ func TestSecondSignalEndsTheDelay(t *testing.T) {
 		}
 	}
 }
+
+// SIGINT (Ctrl-C in a terminal) skips the shutdown delay: no load balancer waits there.
+func TestInterruptSkipsTheDelay(t *testing.T) {
+	p := startProcess(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_LOG_LEVEL": "info",
+		"BIGSEG_SHUTDOWN_DELAY": "1h"})
+	p.signal(t, syscall.SIGINT)
+	if err := p.wait(t, 20*time.Second); err != nil {
+		t.Errorf("process exit: %v", err)
+	}
+	if len(p.logs.find("shutting down: not ready, still serving")) > 0 || len(p.logs.find("stopped")) == 0 {
+		t.Errorf("SIGINT waited for the delay, or did not stop cleanly:\n%s", p.logs.all())
+	}
+}
