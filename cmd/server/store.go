@@ -159,4 +159,3 @@ func openMemoryStore(cfg config.Config, envs []config.Environment, log *slog.Log
 	}
 	return openedStore{envs: envs, stores: []segments.Store{store}, name: "embedded", reload: reload, close: func() {}}, nil
 }
-
