@@ -429,7 +429,7 @@ func Usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
-		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis\n"+
+		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis or DynamoDB table\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
