@@ -60,7 +60,7 @@ func (emptyStore) Metadata(context.Context) (segments.Metadata, error) {
 // Each environment answers its own data, by key, by hash and in a batch; qa, never
 // synchronized, answers STALE.
 func TestEnvironmentsAnswerTheirOwnData(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "memory"})
+	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
 	h := url.QueryEscape(segments.Hash("alice"))
 	for env, want := range map[string]map[string]bool{"production": {"prod.g1": true}, "staging": {"staging.g1": true}, "qa": {}} {
 		base := srv.URL + "/environments/" + env
@@ -103,7 +103,7 @@ func TestEnvironmentsNotSaid(t *testing.T) {
 
 // /status lists every environment, and /environments/{env}/status is one's.
 func TestEnvironmentsStatusAndReadiness(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "memory"})
+	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
 	_, body := get(t, srv.URL+"/status")
 	all := apitest.Decode[struct {
 		Environments map[string]struct {
@@ -138,7 +138,7 @@ func TestEnvironmentsReadinessNamesThoseNotReady(t *testing.T) {
 
 // The unscoped stream of several environments sends each one's status, naming it.
 func TestEnvironmentsStream(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "memory"})
+	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/stream", nil)

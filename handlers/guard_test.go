@@ -20,7 +20,7 @@ import (
 
 func TestBearerTokens(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.Config{StoreName: "memory", Tokens: newTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
+		handlers.Config{StoreName: "embedded", Tokens: newTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
 	lookups := []struct{ method, path, body string }{
 		{"GET", "/memberships/alice", ""},
 		{"GET", "/memberships?contextHash=" + strings.ReplaceAll(segments.Hash("alice"), "+", "%2B"), ""},
@@ -104,7 +104,7 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
 	svc := segments.New(store, segments.WithCache(0, 0))
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {
@@ -158,7 +158,7 @@ func TestAccessLogHasNoKeys(t *testing.T) {
 func accessLogged(t *testing.T) (*httptest.Server, func() string) {
 	w := &lockedWriter{}
 	log := slog.New(slog.NewJSONHandler(w, nil))
-	return newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "memory", Log: log, AccessLog: true}), w.String
+	return newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "embedded", Log: log, AccessLog: true}), w.String
 }
 
 // lockedWriter is a buffer that the server's goroutines write to and the test reads.

@@ -45,9 +45,10 @@ const (
 // Config is what the handlers are given; the zero value of a field means its default, or
 // none for the middleware.
 type Config struct {
-	Log       *slog.Logger // where request problems are logged; default: discarded
-	StoreName string       // named in /status ("redis" or "memory")
-	Version   string       // named in /status
+	Log        *slog.Logger // where request problems are logged; default: discarded
+	StoreName  string       // named in /status ("redis", "dynamodb" or "embedded")
+	StoreTable string       // the DynamoDB table, named in /status; "" for other stores
+	Version    string       // named in /status
 
 	MaxKeyBytes     int           // longest context key accepted
 	MaxBatch        int           // most lookups in one POST /memberships

@@ -417,7 +417,7 @@ func TestStorePanicInBatchIsAnError(t *testing.T) {
 // balancers probe with HEAD); OPTIONS answers 204 with Allow; unknown methods stay 405.
 func TestHeadAndOptions(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.Config{StoreName: "memory", Metrics: http.NotFoundHandler()})
+		handlers.Config{StoreName: "embedded", Metrics: http.NotFoundHandler()})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
 		"/status", "/status/stream", "/livez", "/healthz", "/readyz", "/openapi.yaml"} {
 		getResp, err := http.Get(srv.URL + path)
@@ -468,7 +468,7 @@ func TestHeadAndOptions(t *testing.T) {
 // Answers are personal data (lookups) or change from one moment to the next (status, probes):
 // none may be cached by a proxy or client.
 func TestNoStore(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "memory"})
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "embedded"})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
 		"/memberships/", "/status", "/livez", "/healthz", "/readyz", "/nope"} {
 		resp, _ := get(t, srv.URL+path)

@@ -26,6 +26,7 @@ type statusBody struct {
 	CheckedAt          *string `json:"checkedAt"`
 	StaleAfterSeconds  float64 `json:"staleAfterSeconds"`
 	Store              string  `json:"store"`
+	Table              string  `json:"table,omitempty"` // DynamoDB's
 	Version            string  `json:"version"`
 	// Environment names the environment when several are served.
 	Environment string `json:"environment,omitempty"`
@@ -37,6 +38,7 @@ func (s *server) statusBody(env Environment, st segments.StoreStatus, polled boo
 		Stale:             st.Stale,
 		StaleAfterSeconds: env.Service.StaleAfter().Seconds(),
 		Store:             s.StoreName,
+		Table:             s.StoreTable,
 		Version:           s.Version,
 	}
 	if len(s.envs) > 1 {

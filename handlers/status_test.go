@@ -139,7 +139,7 @@ func TestStatusAndReadiness(t *testing.T) {
 func TestReadyRequiresFresh(t *testing.T) {
 	store := &switchStore{}
 	svc := segments.New(store, segments.WithStaleAfter(time.Minute), segments.WithReadyRequiresFresh(true))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory"}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	store.set(time.Now().Add(-time.Hour), nil)
 	svc.Poll(context.Background())
@@ -251,7 +251,7 @@ func TestStatusStream(t *testing.T) {
 	store.set(time.Now(), nil)
 	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
 	stop := make(chan struct{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Stop: stop, Heartbeat: time.Millisecond}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Stop: stop, Heartbeat: time.Millisecond}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	svc.Poll(ctx)
 
@@ -290,7 +290,7 @@ func TestStatusStreamManySubscribers(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{}
 	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory"}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	store.set(time.Now(), nil)
 	svc.Poll(ctx)
@@ -353,7 +353,7 @@ func stuckStream(t *testing.T, url string) *events {
 func TestStreamIsInSpec(t *testing.T) {
 	// The stream's headers and status are checked against the spec too.
 	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory"}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/stream", nil)
@@ -390,7 +390,7 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 	store.set(time.Now(), nil)
 	svc := segments.New(store)
 	svc.Poll(context.Background())
-	srv := httptest.NewUnstartedServer(handlers.New(handlers.Config{StoreName: "memory", Heartbeat: 10 * time.Millisecond}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewUnstartedServer(handlers.New(handlers.Config{StoreName: "embedded", Heartbeat: 10 * time.Millisecond}, handlers.Environment{Name: "default", Service: svc}))
 	srv.Config.WriteTimeout = writeTimeout
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -413,7 +413,7 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 // with Retry-After, at once), and with tokens configured only for clients with one.
 func TestStatusStreamLimits(t *testing.T) {
 	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Streams: guard.Streams(3, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Streams: guard.Streams(3, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	for range 3 {
 		openStream(t, srv.URL+"/status/stream").next(t)
@@ -423,7 +423,7 @@ func TestStatusStreamLimits(t *testing.T) {
 		t.Errorf("a fourth stream: %d %v %s, want a JSON 503 with Retry-After", resp.StatusCode, resp.Header, body)
 	}
 
-	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Tokens: newTokens([]string{"tok"})}, handlers.Environment{Name: "default", Service: svc}))
+	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: newTokens([]string{"tok"})}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(authed.Close)
 	if resp, body := get(t, authed.URL+"/status/stream"); resp.StatusCode != 401 {
 		t.Errorf("a stream without a token: %d %s, want 401", resp.StatusCode, body)
@@ -446,7 +446,7 @@ func TestStatusStreamLimits(t *testing.T) {
 // Before the first poll, the status says what is known: nothing; never synchronized is stale.
 func TestStatusBeforeFirstPoll(t *testing.T) {
 	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory"}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	st := openStream(t, srv.URL+"/status/stream").next(t)
 	if st.Available || !st.Stale || st.CheckedAt != nil || st.LastSynchronizedOn != 0 {
@@ -504,7 +504,7 @@ func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := segments.New(&switchStore{}, segments.WithStaleAfter(time.Minute))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Tokens: tokens, Heartbeat: 10 * time.Millisecond},
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: tokens, Heartbeat: 10 * time.Millisecond},
 		handlers.Environment{Name: "default", Service: svc}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -245,6 +245,9 @@ func (s *Service) readFailed(ctx context.Context, hash string, err error) {
 	unsaid := e.unsaid
 	e.logged, e.unsaid = now, 0
 	e.mu.Unlock()
-	s.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed",
-		slog.String("contextHash", hash), slog.String("err", err.Error()), slog.Int("failedSinceLastLog", unsaid))
+	attrs := []slog.Attr{slog.String("contextHash", hash), slog.String("err", err.Error()), slog.Int("failedSinceLastLog", unsaid)}
+	if s.errorCode != nil {
+		attrs = append(attrs, slog.String("code", s.errorCode(err)))
+	}
+	s.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed", attrs...)
 }

@@ -39,6 +39,7 @@ type Service struct {
 	timeoutCause  error // errLookupTimeout{lookupTimeout}, made once
 	now           func() time.Time
 	log           *slog.Logger
+	errorCode     func(error) string // a store error's bounded code, for logs; nil for none
 	obs           Observer
 
 	readsInFlight int
@@ -119,6 +120,13 @@ func WithClock(now func() time.Time) Option {
 // WithLogger sets where status changes and failed reads are logged. Default: discard.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *Service) { s.log = l }
+}
+
+// WithErrorCode names each store error in the logs of failed reads and of the store
+// becoming unavailable with code(err), as "code": a bounded name the store gives its errors
+// (such as an AWS error code), for searching logs by cause. Default: no code.
+func WithErrorCode(code func(error) string) Option {
+	return func(s *Service) { s.errorCode = code }
 }
 
 // WithObserver sets who is told about lookups, reads and polls (metrics). Default: no one.

@@ -618,3 +618,39 @@ func (h recordHandler) Enabled(context.Context, slog.Level) bool      { return t
 func (h recordHandler) Handle(_ context.Context, r slog.Record) error { h(r); return nil }
 func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
 func (h recordHandler) WithGroup(string) slog.Handler                 { return h }
+
+// WithErrorCode names the store's errors in the log line of the store becoming unavailable
+// (once per failure period: a second failed poll logs nothing) and of a failed read.
+func TestErrorCodeIsLogged(t *testing.T) {
+	var mu sync.Mutex
+	codes := map[string][]string{}
+	log := slog.New(recordHandler(func(r slog.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "code" {
+				codes[r.Message] = append(codes[r.Message], a.Value.String())
+			}
+			return true
+		})
+	}))
+	ctx := context.Background()
+	s, store, _ := newTestService(t, WithCache(0, 0), WithLogger(log), WithErrorCode(func(err error) string {
+		if errors.Is(err, errBoom) {
+			return "Boom"
+		}
+		return "other"
+	}))
+	s.Poll(ctx)
+	store.failRead("alice", errBoom)
+	s.LookupHash(ctx, Hash("alice"))
+	store.setMeta(time.Time{}, errBoom)
+	s.Poll(ctx)
+	s.Poll(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string][]string{"membership read failed": {"Boom"}, "big segment store unavailable": {"Boom"}}
+	if diff := cmp.Diff(want, codes); diff != "" {
+		t.Errorf("codes logged (-want +got):\n%s", diff)
+	}
+}

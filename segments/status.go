@@ -194,6 +194,9 @@ func (s *Service) logChange(st StoreStatus, err error) {
 	}
 	switch {
 	case err != nil:
+		if s.errorCode != nil {
+			attrs = append(attrs, "code", s.errorCode(err))
+		}
 		s.log.Error("big segment store unavailable", append(attrs, "err", err.Error())...)
 	case st.Stale:
 		s.log.Warn("big segment data is stale", attrs...)

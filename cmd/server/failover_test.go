@@ -58,8 +58,8 @@ type lookupLoad struct {
 	// skip, when set, marks the contexts whose answers liveOK does not count.
 	skip             map[int]bool
 	liveOK, liveFail atomic.Int64
-	mu     sync.Mutex
-	wrongs []string
+	mu               sync.Mutex
+	wrongs           []string
 }
 
 // startLookupLoad starts clients clients; skip is as lookupLoad.skip.

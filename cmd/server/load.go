@@ -9,25 +9,33 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/internal/config"
+	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// load runs "server load [--replace] FILE": it writes a fixture into the configured Redis in
-// the LaunchDarkly layout, then sets the synchronization time (the file's synchronizedOn, or
-// now) and, if the load changed anything, the cursor (the file's, or a new one), so that
-// running instances see the load as a change at their next poll. A load that changes nothing
-// keeps the stored cursor: a new one would empty every running instance's cache. The whole
-// file is checked before anything is written. Each phase (reading, parsing, writing,
-// deleting) prints its progress to stderr about once a second, and a last line.
+// load runs "server load [--replace] FILE": it writes a fixture into the configured Redis or
+// DynamoDB table in the LaunchDarkly layout, then sets the synchronization time (the file's
+// synchronizedOn, or now) and, if the load changed anything, the cursor (the file's, or a new
+// one; DynamoDB's lastVersion), so that running instances see the load as a change at their
+// next poll. A load that changes nothing keeps the stored cursor: a new one would empty every
+// running instance's cache. The whole file is checked before anything is written. Each phase
+// (reading, parsing, writing, deleting) prints its progress to stderr about once a second,
+// and a last line.
 func load(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer) error {
 	return loadWithClock(ctx, args, cfg, stdout, stderr, time.Now)
+}
+
+// loadFlags are load's flags that both stores take.
+type loadFlags struct {
+	replace bool
+	batch   int
 }
 
 // loadWithClock is load, with the clock that paces its progress lines and gives the
 // synchronization time: a test passes one that it moves.
 func loadWithClock(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer, now func() time.Time) error {
-	opts, envName, file, err := parseLoadArgs(args, stderr)
+	flags, envName, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -35,12 +43,19 @@ func loadWithClock(ctx context.Context, args []string, cfg config.Config, stdout
 	if err != nil {
 		return err
 	}
-	if !cfg.HasRedis() {
-		return errors.New("load: no Redis configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS")
+	if !cfg.HasRedis() && !cfg.HasDynamoDB() {
+		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS or BIGSEG_DYNAMODB_TABLE")
 	}
 	f, err := fixture.ReadFileContext(ctx, file, fixture.WithProgress(fileProgress(stderr, now, file)))
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
+	}
+	synced := now()
+	if f.SynchronizedOn != nil {
+		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
+	}
+	if cfg.HasDynamoDB() {
+		return loadDynamoDB(ctx, cfg.DynamoDBTable, prefix, f, flags, synced, file, stdout, stderr, now)
 	}
 	ro, err := cfg.RedisOptions()
 	if err != nil {
@@ -52,42 +67,74 @@ func loadWithClock(ctx context.Context, args []string, cfg config.Config, stdout
 	}
 	defer client.Close()
 
-	synced := now()
-	if f.SynchronizedOn != nil {
-		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
-	}
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
 		len(f.Contexts), file, ro.Topology(), ro.Addrs(), prefix)
-	opts.SynchronizedOn, opts.Cursor = synced, f.Cursor
-	opts.Progress = loadProgress(stderr, now)
+	opts := redis.LoadOptions{Replace: flags.replace, BatchSize: flags.batch, SynchronizedOn: synced, Cursor: f.Cursor,
+		Progress: loadProgress(stderr, now)}
 	st, err := redis.New(client, prefix).Load(ctx, f.Contexts, opts)
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
-	if f.Cursor != "" && !st.CursorChanged && st.Changed() {
+	warnCursorKept(stderr, f.Cursor, st.CursorChanged, st.Changed())
+	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d, %s\n",
+		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec,
+		cursorSummary(cursorOutcome{st.Cursor, st.CursorChanged, st.Changed()}, f.Cursor))
+	return nil
+}
+
+// loadDynamoDB writes f into table under prefix, on a client of the AWS SDK's own settings
+// that retries throttling longer than lookups do: a bulk write should slow down, not fail.
+func loadDynamoDB(ctx context.Context, table, prefix string, f *fixture.Fixture, flags loadFlags, synced time.Time,
+	file string, stdout, stderr io.Writer, now func() time.Time) error {
+	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{MaxAttempts: 10, MaxBackoff: 2 * time.Second})
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	defer client.Close()
+	fmt.Fprintf(stderr, "loading %d contexts from %s into DynamoDB table %s (region %s) under prefix %q\n",
+		len(f.Contexts), file, table, client.Region(), prefix)
+	opts := dynamodb.LoadOptions{Replace: flags.replace, BatchSize: flags.batch, SynchronizedOn: synced, Cursor: f.Cursor,
+		Progress: dynamoLoadProgress(stderr, now)}
+	st, err := dynamodb.New(client, table, prefix).Load(ctx, f.Contexts, opts)
+	if err != nil {
+		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
+	}
+	warnCursorKept(stderr, f.Cursor, st.CursorChanged, st.Changed())
+	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d items of unlisted contexts deleted (and %d empty ones); synchronizedOn %d, %s\n",
+		st.Contexts, st.RefsAdded, st.RefsRemoved, st.ItemsDeleted, st.EmptyItemsDeleted, st.SyncedOnMsec,
+		cursorSummary(cursorOutcome{st.Cursor, st.CursorChanged, st.Changed()}, f.Cursor))
+	return nil
+}
+
+// warnCursorKept warns when the data changed but the file's cursor was stored already.
+func warnCursorKept(stderr io.Writer, fileCursor string, cursorChanged, changed bool) {
+	if fileCursor != "" && !cursorChanged && changed {
 		fmt.Fprintf(stderr, "warning: the data changed, but the file's cursor is the one stored already: running instances keep the answers they cached until they expire\n")
 	}
-	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d, %s\n",
-		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec, cursorSummary(st, f.Cursor))
-	return nil
+}
+
+// cursorOutcome is what a load did to the cursor, of either store.
+type cursorOutcome struct {
+	cursor        string
+	changed, data bool // the cursor was written; the data changed
 }
 
 // cursorSummary says which cursor the load left, and why: whether running instances drop
 // their cached answers depends on it.
-func cursorSummary(st redis.LoadStats, fileCursor string) string {
+func cursorSummary(st cursorOutcome, fileCursor string) string {
 	switch {
-	case st.CursorChanged && fileCursor != "":
-		return fmt.Sprintf("cursor %s (the file's, new)", st.Cursor)
-	case st.CursorChanged && st.Changed():
-		return fmt.Sprintf("cursor %s (new: the data changed)", st.Cursor)
-	case st.CursorChanged:
-		return fmt.Sprintf("cursor %s (new: the stored one was not a valid cursor)", st.Cursor)
+	case st.changed && fileCursor != "":
+		return fmt.Sprintf("cursor %s (the file's, new)", st.cursor)
+	case st.changed && st.data:
+		return fmt.Sprintf("cursor %s (new: the data changed)", st.cursor)
+	case st.changed:
+		return fmt.Sprintf("cursor %s (new: the stored one was not a valid cursor)", st.cursor)
 	case fileCursor != "":
-		return fmt.Sprintf("cursor %s unchanged (the file's, stored already)", st.Cursor)
-	case st.Cursor == "":
+		return fmt.Sprintf("cursor %s unchanged (the file's, stored already)", st.cursor)
+	case st.cursor == "":
 		return "no cursor, unchanged (nothing changed)"
 	}
-	return fmt.Sprintf("cursor %s unchanged (nothing changed)", st.Cursor)
+	return fmt.Sprintf("cursor %s unchanged (nothing changed)", st.cursor)
 }
 
 // fileProgress returns the progress report of reading then parsing file, which prints it.
@@ -128,6 +175,24 @@ func loadProgress(w io.Writer, now func() time.Time) func(redis.Progress) {
 	}
 }
 
+// dynamoLoadProgress is loadProgress for DynamoDB, whose deletions are of items.
+func dynamoLoadProgress(w io.Writer, now func() time.Time) func(dynamodb.Progress) {
+	write, del := startMeter(w, now), (*meter)(nil)
+	return func(p dynamodb.Progress) {
+		switch {
+		case p.Phase == dynamodb.Writing && p.Done:
+			write.done("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
+			del = startMeter(w, now)
+		case p.Phase == dynamodb.Writing:
+			write.report("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
+		case p.Done:
+			del.done("deleted %d items of unlisted contexts, %d empty ones (%d items queried)", p.ItemsDeleted, p.EmptyItemsDeleted, p.Scanned)
+		default:
+			del.report("deleting items of unlisted contexts: %d items queried, %d deleted", p.Scanned, p.ItemsDeleted+p.EmptyItemsDeleted)
+		}
+	}
+}
+
 // progressEvery is how often a phase of a load prints its progress, at most.
 const progressEvery = time.Second
 
@@ -161,28 +226,29 @@ func (m *meter) done(format string, args ...any) {
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // parseLoadArgs reads load's flags: its options, the environment named, and its one file.
-func parseLoadArgs(args []string, stderr io.Writer) (opts redis.LoadOptions, env, file string, err error) {
+func parseLoadArgs(args []string, stderr io.Writer) (flags loadFlags, env, file string, err error) {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&opts.Replace, "replace", false, "make Redis match the file: remove refs it does not list, and the sets of contexts it does not list")
-	fs.IntVar(&opts.BatchSize, "batch", 1000, "contexts per pipeline")
+	fs.BoolVar(&flags.replace, "replace", false, "make the store match the file: remove refs it does not list, and the sets (DynamoDB: items) of contexts it does not list")
+	fs.IntVar(&flags.batch, "batch", 1000, "contexts per pipeline (DynamoDB: read, then written, per batch)")
 	fs.StringVar(&env, "environment", "", "the environment to write (a name of BIGSEG_ENVIRONMENTS; needed when there are several)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: server load [--replace] [--batch N] [--environment NAME] FILE\n\n"+
 			"Writes FILE (the format of examples/memberships.json, at most %d MiB) into the Redis\n"+
-			"configured by the BIGSEG_REDIS_* variables, under BIGSEG_PREFIX (or the prefix of the\n"+
-			"environment named), and sets that environment's cursor. Idempotent.\n\n", fixture.MaxBytes>>20)
+			"configured by the BIGSEG_REDIS_* variables, or the table of BIGSEG_DYNAMODB_TABLE, under\n"+
+			"BIGSEG_PREFIX (or the prefix of the environment named), and sets that environment's\n"+
+			"cursor. Idempotent.\n\n", fixture.MaxBytes>>20)
 		fs.PrintDefaults()
 	}
 	files, err := parseInterspersed(fs, args)
 	if err != nil {
-		return opts, "", "", err
+		return flags, "", "", err
 	}
 	if len(files) != 1 {
 		fs.Usage()
-		return opts, "", "", errors.New("load: give exactly one fixture file")
+		return flags, "", "", errors.New("load: give exactly one fixture file")
 	}
-	return opts, env, files[0], nil
+	return flags, env, files[0], nil
 }
 
 // parseInterspersed parses flags wherever they are among the arguments ("load FILE

@@ -1,10 +1,10 @@
 // Command server is bigseg: an HTTP service that answers which Big Segments a context is a
-// member of, from Redis data in the LaunchDarkly layout or from an embedded store.
+// member of, from Redis or DynamoDB data in the LaunchDarkly layout or from an embedded store.
 //
 //	server                      serve (configured by BIGSEG_* environment variables)
 //	server -h                   list every variable with its default
 //	server -version             print the version
-//	server load [--replace] F   write fixture file F into the configured Redis
+//	server load [--replace] F   write fixture file F into the configured Redis or DynamoDB table
 //	server healthcheck          exit 0 if the local server answers /livez
 package main
 

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	code := redistest.Main(m)
+	code := dynamotest.Main(runner(func() int { return redistest.Main(m) }))
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
 		if err := findLeaks(); err != nil {
@@ -44,3 +45,8 @@ func findLeaks() error {
 		time.Sleep(100 * time.Millisecond) // polling a condition
 	}
 }
+
+// runner runs tests by a function: redistest.Main, within dynamotest.Main.
+type runner func() int
+
+func (r runner) Run() int { return r() }

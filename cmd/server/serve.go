@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,9 +26,6 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/fixture"
-	"github.com/bigseg/bigseg/storage/memory"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // serve runs the HTTP service until ctx ends or a signal asks it to stop, then shuts it down
@@ -37,7 +33,7 @@ import (
 func serve(ctx context.Context, signals <-chan os.Signal, cfg config.Config, logOut io.Writer) error {
 	level, _ := config.ParseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
-	a, err := newApp(cfg, log)
+	a, err := newApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -65,14 +61,14 @@ type app struct {
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
 // API. Nothing runs yet.
-func newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
+func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			a.close()
 		}
 	}()
-	if a.store, err = openStore(cfg, log); err != nil {
+	if a.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
@@ -146,6 +142,7 @@ func (a *app) services(m *metrics.Metrics) {
 			segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
 			segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
 			segments.WithLogger(log),
+			segments.WithErrorCode(a.store.errorCode),
 			segments.WithObserver(obs),
 		)
 		names, svcs = append(names, env.Name), append(svcs, svc)
@@ -217,7 +214,7 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	}
 	var envs []resp.Environment
 	for i, e := range a.envs {
-		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.envs[i].Prefix, Service: e.Service})
+		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.respPrefix(i), Service: e.Service})
 	}
 	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
 		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
@@ -238,7 +235,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 			"maxStreams", streams)
 	}
 	cfg := handlers.Config{
-		Log: a.log, StoreName: a.store.name, Version: version(),
+		Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 		MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
 		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
 		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
@@ -280,7 +277,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 				a.log.Error("Redis-protocol listener stopped", "err", err.Error())
 			}
 		}()
-		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.prefixes())
+		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.respPrefixes())
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
@@ -311,7 +308,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 func (a *app) reload() {
 	a.tokens.Reload()
 	if a.store.reload == nil {
-		a.log.Info("SIGHUP: no fixture to reload (the store is Redis)")
+		a.log.Info("SIGHUP: no fixture to reload", "store", a.store.name)
 		return
 	}
 	if err := a.store.reload(); err != nil {
@@ -408,97 +405,6 @@ func (a *app) close() {
 	if a.store.close != nil {
 		a.store.close()
 	}
-}
-
-// openedStore is the configured stores, one an environment, and what main must do with them.
-type openedStore struct {
-	envs         []config.Environment
-	stores       []segments.Store
-	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
-	name         string                                        // "redis" or "memory", as /status shows
-	poolStats    func() metrics.PoolStats
-	reload       func() error // the embedded store only
-	close        func()
-}
-
-// prefixes are the key prefixes served, as the log names them.
-func (o openedStore) prefixes() string {
-	var p []string
-	for _, e := range o.envs {
-		p = append(p, e.Prefix)
-	}
-	return strings.Join(p, ",")
-}
-
-// openStore opens the configured stores.
-func openStore(cfg config.Config, log *slog.Logger) (openedStore, error) {
-	envs, err := cfg.Served()
-	if err != nil {
-		return openedStore{}, err
-	}
-	if !cfg.HasRedis() {
-		return openMemoryStore(cfg, envs, log)
-	}
-	opts, err := cfg.RedisOptions()
-	if err != nil {
-		return openedStore{}, err
-	}
-	client, err := redis.NewClient(opts)
-	if err != nil {
-		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", err)
-	}
-	var prefixes []string
-	for _, e := range envs {
-		prefixes = append(prefixes, e.Prefix)
-	}
-	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
-		"tls", opts.TLS != nil, "prefixes", prefixes)
-	rs := redis.NewStores(client, prefixes...)
-	stores := make([]segments.Store, len(rs))
-	for i, s := range rs {
-		stores[i] = s
-	}
-	return openedStore{
-		envs:         envs,
-		stores:       stores,
-		readMetadata: func(ctx context.Context) []segments.MetadataRead { return redis.Metadatas(ctx, rs...) },
-		name:         "redis",
-		poolStats: func() metrics.PoolStats {
-			s := client.PoolStats()
-			return metrics.PoolStats{Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
-				TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns)}
-		},
-		close: func() { client.Close() },
-	}, nil
-}
-
-// openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config.Config, envs []config.Environment, log *slog.Logger) (openedStore, error) {
-	read := func() (*fixture.Fixture, error) {
-		if cfg.SeedFile == "" {
-			return nil, nil
-		}
-		f, err := fixture.ReadFile(cfg.SeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
-		}
-		return f, nil
-	}
-	f, err := read()
-	if err != nil {
-		return openedStore{}, err
-	}
-	store := memory.New(f, time.Now)
-	log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
-		"store", "memory", "seedFile", cfg.SeedFile, "contexts", store.Len())
-	reload := func() error {
-		f, err := read()
-		if err == nil {
-			store.Replace(f)
-		}
-		return err
-	}
-	return openedStore{envs: envs, stores: []segments.Store{store}, name: "memory", reload: reload, close: func() {}}, nil
 }
 
 func pprofMux() *http.ServeMux {

@@ -91,7 +91,7 @@ func TestLoadRejectsMalformedFileBeforeWriting(t *testing.T) {
 }
 
 func TestLoadUsage(t *testing.T) {
-	if _, err := loadFile(t, nil, "../../examples/memberships.json"); err == nil || !strings.Contains(err.Error(), "no Redis configured") {
+	if _, err := loadFile(t, nil, "../../examples/memberships.json"); err == nil || !strings.Contains(err.Error(), "no store configured") {
 		t.Errorf("load without Redis: %v", err)
 	}
 	if _, err := loadFile(t, map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1"}); err == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -60,8 +61,10 @@ type Config struct {
 	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" desc:"how long sending a Redis command may take"`
 	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" desc:"retries of a failed Redis call (a broken pooled connection, a timeout); 0 for none"`
 	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" desc:"most connections per Redis node; 0 means 10 per CPU"`
-	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data in Redis: one environment, named default"`
-	Environments               []string      `envconfig:"ENVIRONMENTS" desc:"several environments on one Redis, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
+	DynamoDBTable              string        `envconfig:"DYNAMODB_TABLE" desc:"DynamoDB table of the Big Segments data (instead of Redis); region, credentials and endpoint come from the AWS SDK's own settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ...): see docs/dynamodb.md"`
+	DynamoDBConsistentRead     bool          `envconfig:"DYNAMODB_CONSISTENT_READ" desc:"strongly consistent DynamoDB reads; false halves their read capacity, but a read may miss the last second or so of writes"`
+	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data: one environment, named default; with DYNAMODB_TABLE, unset means none (LaunchDarkly's default there)"`
+	Environments               []string      `envconfig:"ENVIRONMENTS" desc:"several environments in one Redis or DynamoDB table, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
 	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see docs/redis.md); unset means an empty store"`
 	CacheSize                  int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
 	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
@@ -105,39 +108,40 @@ type Config struct {
 // Default is the configuration with no variable set.
 func Default() Config {
 	return Config{
-		Addr:               ":8080",
-		RedisDialTimeout:   redis.DefaultDialTimeout,
-		RedisReadTimeout:   redis.DefaultReadTimeout,
-		RedisWriteTimeout:  redis.DefaultWriteTimeout,
-		RedisMaxRetries:    redis.DefaultMaxRetries,
-		Prefix:             redis.DefaultPrefix,
-		CacheSize:          segments.DefaultCacheSize,
-		CacheTTL:           segments.DefaultCacheTTL,
-		CacheTTLWithCursor: segments.DefaultCursorTTL,
-		StatusPollInterval: segments.DefaultPollInterval,
-		StaleAfter:         segments.DefaultStaleAfter,
-		LookupTimeout:      segments.DefaultLookupTimeout,
-		StoreReadsInFlight: segments.DefaultReadsInFlight,
-		MaxKeyBytes:        handlers.DefaultMaxKeyBytes,
-		MaxBatch:           handlers.DefaultMaxBatch,
-		MaxBatchRefs:       handlers.DefaultMaxBatchRefs,
-		MaxBodyBytes:       handlers.DefaultMaxBodyBytes,
-		BodyReadTimeout:    handlers.DefaultBodyReadTimeout,
-		BodyMemoryBytes:    guard.DefaultBodyMemory,
-		LogLevel:           "info",
-		MaxInflight:        1024,
-		ShedWait:           250 * time.Millisecond,
-		MaxConns:           4096,
-		MaxStreams:         1000,
-		RESPMaxConns:       4096,
-		RESPReadTimeout:    resp.DefaultReadTimeout,
-		ReadHeaderTimeout:  5 * time.Second,
-		ReadTimeout:        15 * time.Second,
-		WriteTimeout:       15 * time.Second,
-		IdleTimeout:        2 * time.Minute,
-		MaxHeaderBytes:     16 << 10,
-		ShutdownDelay:      5 * time.Second,
-		ShutdownTimeout:    10 * time.Second,
+		Addr:                   ":8080",
+		RedisDialTimeout:       redis.DefaultDialTimeout,
+		RedisReadTimeout:       redis.DefaultReadTimeout,
+		RedisWriteTimeout:      redis.DefaultWriteTimeout,
+		RedisMaxRetries:        redis.DefaultMaxRetries,
+		DynamoDBConsistentRead: true,
+		Prefix:                 redis.DefaultPrefix,
+		CacheSize:              segments.DefaultCacheSize,
+		CacheTTL:               segments.DefaultCacheTTL,
+		CacheTTLWithCursor:     segments.DefaultCursorTTL,
+		StatusPollInterval:     segments.DefaultPollInterval,
+		StaleAfter:             segments.DefaultStaleAfter,
+		LookupTimeout:          segments.DefaultLookupTimeout,
+		StoreReadsInFlight:     segments.DefaultReadsInFlight,
+		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
+		MaxBatch:               handlers.DefaultMaxBatch,
+		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
+		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
+		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
+		BodyMemoryBytes:        guard.DefaultBodyMemory,
+		LogLevel:               "info",
+		MaxInflight:            1024,
+		ShedWait:               250 * time.Millisecond,
+		MaxConns:               4096,
+		MaxStreams:             1000,
+		RESPMaxConns:           4096,
+		RESPReadTimeout:        resp.DefaultReadTimeout,
+		ReadHeaderTimeout:      5 * time.Second,
+		ReadTimeout:            15 * time.Second,
+		WriteTimeout:           15 * time.Second,
+		IdleTimeout:            2 * time.Minute,
+		MaxHeaderBytes:         16 << 10,
+		ShutdownDelay:          5 * time.Second,
+		ShutdownTimeout:        10 * time.Second,
 	}
 }
 
@@ -157,8 +161,12 @@ func Load() (Config, error) {
 		}
 		return cfg, err
 	}
-	if _, set := os.LookupEnv(VarPrefix + "_PREFIX"); set && len(cfg.Environments) > 0 {
+	_, prefixSet := os.LookupEnv(VarPrefix + "_PREFIX")
+	if prefixSet && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
+	}
+	if !prefixSet && cfg.HasDynamoDB() {
+		cfg.Prefix = dynamodb.DefaultPrefix // LaunchDarkly's default for DynamoDB is none, not Redis's
 	}
 	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens, &cfg.Environments} {
 		for i := range *list {
@@ -256,6 +264,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateRedis()...)
+	errs = append(errs, c.validateDynamoDB()...)
 	return errors.Join(errs...)
 }
 
@@ -420,7 +429,7 @@ func Usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
-		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis\n"+
+		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis or DynamoDB table\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -35,7 +35,7 @@ func (c Config) validateRedis() []error {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
 	}
 	if !c.HasRedis() {
-		if len(c.Environments) > 1 {
+		if len(c.Environments) > 1 && !c.HasDynamoDB() {
 			bad("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment")
 		}
 		for name, v := range map[string]bool{

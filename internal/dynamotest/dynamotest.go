@@ -66,10 +66,11 @@ var shared struct {
 	err error
 }
 
-// Main runs the tests, stops the package's server, then says once how many tests skipped for
-// want of moto_server, and why: go test shows nothing of a package that passes but its "ok",
-// so the line goes to the terminal (/dev/tty) when there is one, else to standard error.
-func Main(m *testing.M) int {
+// Main runs the tests (m is a *testing.M, or whatever runs them, such as another harness's
+// Main), stops the package's server, then says once how many tests skipped for want of
+// moto_server, and why: go test shows nothing of a package that passes but its "ok", so the
+// line goes to the terminal (/dev/tty) when there is one, else to standard error.
+func Main(m interface{ Run() int }) int {
 	code := m.Run()
 	shared.Lock()
 	if shared.srv != nil {
@@ -250,11 +251,20 @@ func Client(t testing.TB, endpoint string) *awsdynamodb.Client {
 	return c
 }
 
-// Env sets the standard AWS variables for the rest of the test so that the SDK's default
-// chain (storage/dynamodb.NewClient) reaches endpoint with fake credentials, and reads no
-// profile of this machine. Tests that call it cannot run in parallel.
+// Env sets the standard AWS variables of Vars for the rest of the test, so that the SDK's
+// default chain (storage/dynamodb.NewClient) in this process reaches endpoint. Tests that
+// call it cannot run in parallel.
 func Env(t *testing.T, endpoint string) {
-	for k, v := range map[string]string{
+	for k, v := range Vars(t, endpoint) {
+		t.Setenv(k, v)
+	}
+}
+
+// Vars are the standard AWS variables with which the SDK's default chain reaches endpoint
+// with fake credentials, and reads no profile or instance role of this machine: for a
+// process a test starts, or for Env.
+func Vars(t testing.TB, endpoint string) map[string]string {
+	return map[string]string{
 		"AWS_ENDPOINT_URL_DYNAMODB":   endpoint,
 		"AWS_REGION":                  Region,
 		"AWS_ACCESS_KEY_ID":           "bigsegtest",
@@ -266,8 +276,6 @@ func Env(t *testing.T, endpoint string) {
 		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "credentials"),
 		"AWS_EC2_METADATA_DISABLED":   "true",
 		"AWS_CA_BUNDLE":               "",
-	} {
-		t.Setenv(k, v)
 	}
 }
 

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bigseg/bigseg/internal/dynamotest"
+	"github.com/bigseg/bigseg/segments"
+)
+
+// dynamoProcess starts the real program on table, reaching DynamoDB at endpoint, with short
+// polls, no cache (every lookup reads the table) and a lookup timeout of 300 ms, and kv on top.
+func dynamoProcess(t *testing.T, endpoint, table string, kv ...string) *process {
+	t.Helper()
+	env := dynamotest.Vars(t, endpoint)
+	for k, v := range map[string]string{"BIGSEG_DYNAMODB_TABLE": table, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "300ms"} {
+		env[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return startProcess(t, env)
+}
+
+// faultUsers are the contexts of the fault tests: user-i is included in seg-(i%7).g1.
+const faultUsers = 20
+
+func faultRef(i int) string { return "seg-" + strconv.Itoa(i%7) + ".g1" }
+
+// batchAnswers asks for users from..from+n in one batch and returns each result's status,
+// failing the test on an answer that is wrong: HEALTHY with other memberships than the table's.
+func batchAnswers(t *testing.T, base string, from, n int) (statuses []string) {
+	t.Helper()
+	var keys []string
+	for i := from; i < from+n; i++ {
+		keys = append(keys, "user-"+strconv.Itoa(i))
+	}
+	body, _ := json.Marshal(map[string][]string{"contextKeys": keys})
+	resp, err := http.Post(base+"/memberships", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct{ Results []lookup }
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || len(got.Results) != n {
+		t.Fatalf("batch: %d, %v, %d results", resp.StatusCode, err, len(got.Results))
+	}
+	for j, r := range got.Results {
+		i := from + j
+		if r.Status == "HEALTHY" && (len(r.Memberships) != 1 || !r.Memberships[faultRef(i)]) {
+			t.Errorf("user-%d: HEALTHY with %v, want {%s: true}", i, r.Memberships, faultRef(i))
+		}
+		statuses = append(statuses, r.Status)
+	}
+	return statuses
+}
+
+func readyz(base string) int {
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDynamoDBFaults: on the real program, every fault of DynamoDB between it and the table
+// (throttling, server errors, a hang, access denied, a part of a batch left unprocessed) is a
+// JSON 503 STORE_ERROR for single lookups and STORE_ERROR in batches, never a wrong or empty
+// answer; while the metadata cannot be read /readyz is 503, and the store's unavailability is
+// logged once for the fault, with the AWS error code; after the fault, the next good poll
+// makes it ready again and lookups answer. (Unprocessed keys fail only the contexts left
+// unprocessed: the metadata is read, so /readyz stays 200.)
+func TestDynamoDBFaults(t *testing.T) {
+	c, table := dynamoTable(t)
+	var changes []dynamotest.Change
+	for i := range faultUsers {
+		changes = append(changes, dynamotest.Change{Hash: segments.Hash("user-" + strconv.Itoa(i)), AddIncluded: []string{faultRef(i)}})
+	}
+	relayWrite(t, c, table, "", "", "v1", changes...)
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	p := dynamoProcess(t, proxy.URL, table)
+	waitFor(t, "ready", func() bool { return readyz(p.URL) == 200 })
+
+	fail := func(status int, code string) dynamotest.Rule {
+		return func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Error(status, code, "fault") }
+	}
+	tests := []struct {
+		name string
+		rule dynamotest.Rule
+		code string // the code logged when the store becomes unavailable; "" if it stays available
+	}{
+		{"throttled", fail(http.StatusBadRequest, "ProvisionedThroughputExceededException"), "ProvisionedThroughputExceededException"},
+		{"throttling exception", fail(http.StatusBadRequest, "ThrottlingException"), "ThrottlingException"},
+		{"500", fail(http.StatusInternalServerError, "InternalServerError"), "InternalServerError"},
+		{"503 without a body", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Status: 503} }, "http_5xx"},
+		{"access denied", fail(http.StatusBadRequest, "AccessDeniedException"), "AccessDeniedException"},
+		{"a hang", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} }, "deadline_exceeded"},
+		{"part of each batch unprocessed", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+			r := forward()
+			if strings.Contains(string(r.Body), "big_segments_metadata") {
+				return r // the status poll's read
+			}
+			return dynamotest.Unprocess(r, 2)
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unavailable := len(p.logs.find("big segment store unavailable"))
+			proxy.On("BatchGetItem", tt.rule)
+			if tt.code != "" {
+				waitFor(t, "/readyz 503", func() bool { return readyz(p.URL) == 503 })
+			}
+			for i := range faultUsers {
+				if a := ask(http.DefaultClient, p.URL+"/memberships/user-"+strconv.Itoa(i)); a.code != 503 || !a.ok {
+					t.Fatalf("user-%d: %+v, want a JSON 503 STORE_ERROR", i, a)
+				}
+			}
+			statuses := batchAnswers(t, p.URL, 0, faultUsers)
+			errs := strings.Count(strings.Join(statuses, " "), "STORE_ERROR")
+			switch {
+			case tt.code != "" && errs != faultUsers:
+				t.Errorf("batch: %v, want STORE_ERROR for all", statuses)
+			case tt.code == "" && (errs == 0 || errs == faultUsers):
+				t.Errorf("batch with 2 keys a call left unprocessed: %v, want STORE_ERROR for some, HEALTHY for the others", statuses)
+			}
+			if tt.code == "" && readyz(p.URL) != 200 {
+				t.Error("/readyz not 200 while the metadata is read")
+			}
+			proxy.On("BatchGetItem", nil)
+			waitFor(t, "/readyz 200 after the fault", func() bool { return readyz(p.URL) == 200 })
+			waitFor(t, "lookups after the fault", func() bool { return ask(http.DefaultClient, p.URL+"/memberships/user-1").code == 200 })
+			lines := p.logs.find("big segment store unavailable")[unavailable:]
+			switch {
+			case tt.code == "" && len(lines) != 0:
+				t.Errorf("store unavailable while only memberships were left unprocessed: %v", lines)
+			case tt.code != "" && (len(lines) != 1 || lines[0]["code"] != tt.code):
+				t.Errorf("unavailability logged %d times (%v), want once with code %q", len(lines), lines, tt.code)
+			}
+			if got := batchAnswers(t, p.URL, 0, faultUsers); strings.Contains(strings.Join(got, " "), "STORE_ERROR") {
+				t.Errorf("batch after the fault: %v", got)
+			}
+		})
+	}
+}
+
+// TestDynamoDBUnreachable: a closed port and a missing table make the program unready and
+// every lookup a JSON 503, with the cause's code logged.
+func TestDynamoDBUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, tt := range []struct {
+		name, endpoint, table, code string
+	}{
+		{"a closed port", closed, "bigseg", "other"},
+		{"a missing table", dynamotest.Shared(t).URL, "bigsegtest-no-such-table", "ResourceNotFoundException"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := dynamoProcess(t, tt.endpoint, tt.table)
+			line := p.logs.wait(t, "big segment store unavailable")
+			if line["code"] != tt.code {
+				t.Errorf("logged %v, want code %q", line, tt.code)
+			}
+			if code := readyz(p.URL); code != 503 {
+				t.Errorf("/readyz: %d", code)
+			}
+			for i := range 5 {
+				if a := ask(http.DefaultClient, p.URL+"/memberships/user-"+strconv.Itoa(i)); a.code != 503 || !a.ok {
+					t.Errorf("user-%d: %+v, want a JSON 503", i, a)
+				}
+			}
+			if got := batchAnswers(t, p.URL, 0, 3); strings.Count(strings.Join(got, " "), "STORE_ERROR") != 3 {
+				t.Errorf("batch: %v", got)
+			}
+		})
+	}
+}
+
+// TestDynamoDBHungStatusReadIsBounded: a status read that DynamoDB never answers fails after
+// about a second, as Redis's read timeout bounds Redis's, even with a lookup timeout of a
+// minute: the program is unready within the 10 s the log wait allows.
+func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
+	_, table := dynamoTable(t)
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} })
+	p := dynamoProcess(t, proxy.URL, table, "BIGSEG_LOOKUP_TIMEOUT", "1m")
+	if line := p.logs.wait(t, "big segment store unavailable"); line["code"] != "deadline_exceeded" {
+		t.Errorf("logged %v, want code deadline_exceeded", line)
+	}
+	if code := readyz(p.URL); code != 503 {
+		t.Errorf("/readyz: %d", code)
+	}
+	proxy.On("BatchGetItem", nil)
+	waitFor(t, "/readyz 200 once DynamoDB answers", func() bool { return readyz(p.URL) == 200 })
+}

@@ -1,0 +1,41 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// HasDynamoDB says whether a DynamoDB table is configured (instead of Redis).
+func (c Config) HasDynamoDB() bool { return c.DynamoDBTable != "" }
+
+// tableName is a DynamoDB table's name, or its ARN.
+var tableName = regexp.MustCompile(`^([A-Za-z0-9_.-]{3,255}|arn:[^\s]+:table/[A-Za-z0-9_.-]{3,255})$`)
+
+// validateDynamoDB checks the DynamoDB settings. Where to connect, and as whom, are the AWS
+// SDK's own settings (AWS_*), which bigseg does not repeat.
+func (c Config) validateDynamoDB() []error {
+	var errs []error
+	if !c.HasDynamoDB() {
+		if !c.DynamoDBConsistentRead {
+			errs = append(errs, errors.New("BIGSEG_DYNAMODB_CONSISTENT_READ is set but no DynamoDB table is: set BIGSEG_DYNAMODB_TABLE"))
+		}
+		return errs
+	}
+	if !tableName.MatchString(c.DynamoDBTable) {
+		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %.80q is not a table name (3 to 255 of A-Z, a-z, 0-9, _ - .) or a table's ARN", c.DynamoDBTable))
+	}
+	for _, v := range []struct {
+		name string
+		on   bool
+	}{{"BIGSEG_REDIS_URL", c.RedisURL != ""}, {"BIGSEG_REDIS_CLUSTER_ADDRS", len(c.RedisClusterAddrs) > 0},
+		{"BIGSEG_REDIS_SENTINEL_ADDRS", len(c.RedisSentinelAddrs) > 0}} {
+		if v.on {
+			errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE and %s are both set: choose one store", v.name))
+		}
+	}
+	if c.SeedFile != "" {
+		errs = append(errs, errors.New("BIGSEG_SEED_FILE is for the embedded store, but BIGSEG_DYNAMODB_TABLE is set"))
+	}
+	return errs
+}
