@@ -15,6 +15,7 @@ package resp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -115,7 +116,7 @@ func New(cfg Config, envs ...Environment) *Server {
 }
 
 // Serve answers the connections of ln until Shutdown or Close (even one called before Serve
-// began); it returns nil then, or Accept's error. An Accept that fails for a while (EMFILE:
+// began); it returns nil then, or Accept's error, and closes ln either way. An Accept that fails for a while (EMFILE:
 // out of file descriptors) is retried after a pause that grows to acceptRetryMax, as net/http
 // does, instead of ending the listener for good.
 func (s *Server) Serve(ln net.Listener) error {
@@ -127,6 +128,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
+	defer ln.Close() // as net/http does: a listener that stopped serving takes no connection
 	var pause time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -135,7 +137,7 @@ func (s *Server) Serve(ln net.Listener) error {
 				return nil
 			}
 			if !temporary(err) {
-				return err
+				return fmt.Errorf("accept: %w", err)
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), acceptRetryMax)
 			s.cfg.Log.Warn("Redis-protocol listener: accept failed; retrying", "err", err.Error(), "in", pause.String())

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/config"
@@ -195,9 +196,8 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 
 // respListener is the Redis-protocol listener and its server.
 type respListener struct {
-	ln      net.Listener
-	srv     *resp.Server
-	stopped chan struct{} // closed once Serve has returned; nil if never started
+	ln  net.Listener
+	srv *resp.Server
 }
 
 // listenRESP opens the Redis-protocol listener, under a connection limit of its own, with TLS
@@ -258,48 +258,64 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		stopPolling()
 		wg.Wait()
 	}()
-	for _, s := range a.sides {
-		s.start(a.log)
-	}
-	serveErr := make(chan error, 1)
-	go func() {
+	// Every listener lives and dies with the others: the first to fail ends run, which shuts
+	// the others down and returns its error.
+	listeners, failed := errgroup.WithContext(context.Background())
+	listeners.Go(func() error {
 		if a.certs != nil {
-			serveErr <- a.srv.ServeTLS(a.ln, "", "")
-			return
+			return served("API", a.srv.ServeTLS(a.ln, "", ""))
 		}
-		serveErr <- a.srv.Serve(a.ln)
-	}()
-	if a.resp != nil {
-		a.resp.stopped = make(chan struct{})
-		go func() {
-			defer close(a.resp.stopped)
-			if err := a.resp.srv.Serve(a.resp.ln); err != nil {
-				a.log.Error("Redis-protocol listener stopped", "err", err.Error())
+		return served("API", a.srv.Serve(a.ln))
+	})
+	for _, s := range a.sides {
+		withTLS := s.srv.TLSConfig != nil // Serve changes the config: read it before
+		listeners.Go(func() error {
+			if withTLS {
+				return served(s.name, s.srv.ServeTLS(s.ln, "", ""))
 			}
-		}()
+			return served(s.name, s.srv.Serve(s.ln))
+		})
+		a.log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String(), "tls", withTLS)
+	}
+	if a.resp != nil {
+		listeners.Go(func() error { return served("Redis-protocol", a.resp.srv.Serve(a.resp.ln)) })
 		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.respPrefixes())
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
 		"environments", len(a.envs), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
 		"lookupTimeout", a.cfg.LookupTimeout.String())
+	delay := a.cfg.ShutdownDelay
+loop:
 	for {
 		select {
-		case err := <-serveErr:
-			return fmt.Errorf("serve: %w", err)
+		case <-failed.Done(): // a listener failed: no load balancer is worth waiting for
+			delay = 0
+			break loop
 		case <-ctx.Done():
-			return a.shutdown(signals, serveErr, a.cfg.ShutdownDelay)
+			break loop
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
 				a.reload()
 				continue
 			case os.Interrupt: // Ctrl-C in a terminal: no load balancer to wait for
-				return a.shutdown(signals, serveErr, 0)
+				delay = 0
 			}
-			return a.shutdown(signals, serveErr, a.cfg.ShutdownDelay)
+			break loop
 		}
 	}
+	shutdownErr := a.shutdown(signals, failed, delay)
+	return errors.Join(listeners.Wait(), shutdownErr)
+}
+
+// served is what a listener's Serve returning tells run: nil once it was shut down, else
+// its error, naming it.
+func served(name string, err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("%s listener: %w", name, err)
 }
 
 // reload reads the API tokens file again, if any, and the embedded store's fixture, and
@@ -320,77 +336,67 @@ func (a *app) reload() {
 }
 
 // shutdown stops serving in the order load balancers need: /readyz turns 503 and every answer
-// says "Connection: close" for delay (BIGSEG_SHUTDOWN_DELAY after SIGTERM; none after SIGINT,
-// and a further signal ends it), while requests are still served; then the listener closes and
-// in-flight requests get up to BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
-func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error, delay time.Duration) error {
+// says "Connection: close" for delay (BIGSEG_SHUTDOWN_DELAY after SIGTERM; none after SIGINT
+// or a listener's failure, and a further signal ends it), while requests are still served;
+// then the listeners close and in-flight requests and commands get up to
+// BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
+func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay time.Duration) error {
 	a.group.Drain()
 	if delay > 0 {
 		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
-		if err := a.wait(signals, serveErr, delay); err != nil {
-			return err
-		}
+		a.wait(signals, failed, delay)
 	}
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
-	respDone := a.shutdownRESP(ctx)
-	defer func() { <-respDone }()
-	if err := a.srv.Shutdown(ctx); err != nil {
+	var respErr error
+	var wg sync.WaitGroup
+	if a.resp != nil {
+		wg.Go(func() { respErr = a.resp.srv.Shutdown(ctx) })
+	}
+	err := a.srv.Shutdown(ctx)
+	if err != nil {
 		a.srv.Close() // requests still running past the timeout: cut them
-		<-serveErr
-		return fmt.Errorf("shutdown: %w", err)
+		err = fmt.Errorf("shutdown: %w", err)
 	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	wg.Wait()
+	for _, s := range a.sides { // the probes and metrics answer until the drain is over
+		s.srv.Close()
 	}
-	a.log.Info("stopped")
-	return nil
+	if respErr != nil {
+		a.log.Warn("Redis-protocol listener: connections cut at the shutdown timeout", "err", respErr.Error())
+	}
+	if err == nil {
+		a.log.Info("stopped")
+	}
+	return err
 }
 
-// shutdownRESP stops the Redis-protocol listener as the HTTP server stops: no new
-// connections, the commands in progress answered, then every connection closed; the channel
-// is closed once it has.
-func (a *app) shutdownRESP(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
-	if a.resp == nil || a.resp.stopped == nil {
-		close(done)
-		return done
-	}
-	go func() {
-		defer close(done)
-		if err := a.resp.srv.Shutdown(ctx); err != nil {
-			a.log.Warn("Redis-protocol listener: connections cut at the shutdown timeout", "err", err.Error())
-		}
-		<-a.resp.stopped
-	}()
-	return done
-}
-
-// wait waits out the shutdown delay, unless a second SIGTERM or SIGINT ends it first.
-func (a *app) wait(signals <-chan os.Signal, serveErr <-chan error, delay time.Duration) error {
+// wait waits out the shutdown delay, unless a second SIGTERM or SIGINT, or a listener's
+// failure, ends it first.
+func (a *app) wait(signals <-chan os.Signal, failed context.Context, delay time.Duration) {
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
-			return nil
+			return
+		case <-failed.Done():
+			return
 		case sig := <-signals:
 			if sig != syscall.SIGHUP {
 				a.log.Info("shutting down: delay cut short by a second signal")
-				return nil
+				return
 			}
-		case err := <-serveErr:
-			return fmt.Errorf("serve: %w", err)
 		}
 	}
 }
 
-// close releases what newApp opened: the side listeners, the API's listener if it never
-// served, and the store (the Redis client).
+// close releases what newApp opened and run did not (run closes every listener it served):
+// the listeners, if run never ran, and the store (the Redis client).
 func (a *app) close() {
 	for _, s := range a.sides {
-		s.stop()
+		s.ln.Close()
 	}
 	if a.ln != nil {
 		a.ln.Close()
@@ -398,9 +404,6 @@ func (a *app) close() {
 	if a.resp != nil {
 		a.resp.srv.Close()
 		a.resp.ln.Close()
-		if a.resp.stopped != nil {
-			<-a.resp.stopped
-		}
 	}
 	if a.store.close != nil {
 		a.store.close()
@@ -422,7 +425,6 @@ type sideServer struct {
 	name string
 	ln   net.Listener
 	srv  *http.Server
-	done chan struct{} // closed once Serve has returned; nil if never started
 }
 
 // sideConns bounds the connections of each side listener: scrapers, probes and profilers
@@ -443,27 +445,4 @@ func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeo
 		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
 	return nil
-}
-
-func (s *sideServer) start(log *slog.Logger) {
-	s.done = make(chan struct{})
-	withTLS := s.srv.TLSConfig != nil // Serve changes the config: read it before
-	go func() {
-		defer close(s.done)
-		if withTLS {
-			_ = s.srv.ServeTLS(s.ln, "", "")
-			return
-		}
-		_ = s.srv.Serve(s.ln)
-	}()
-	log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String(), "tls", withTLS)
-}
-
-// stop stops the server and waits for it, or closes the listener if it never served.
-func (s *sideServer) stop() {
-	s.srv.Close()
-	s.ln.Close()
-	if s.done != nil {
-		<-s.done
-	}
 }
