@@ -431,6 +431,7 @@ func Usage(w io.Writer) error {
 		"  server                                      serve HTTP, configured by the environment below\n"+
 		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis or DynamoDB table\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
+		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	cfg := Default()
