@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -199,5 +201,38 @@ func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
 		if v, _ := c.Get(ctx, synchronizedOnKey(prefix)).Result(); v != "1764430000000" {
 			t.Errorf("%s: synchronized_on = %q, want the file's", step.name, v)
 		}
+	}
+}
+
+// The load session docs/redis.md shows is what a load prints (stderr's progress, then the
+// summary on stdout), but for the numbers that vary from run to run: times, the cursor and
+// durations.
+func TestLoadOutputAsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const command = "$ BIGSEG_REDIS_URL=redis://127.0.0.1:6379 go run ./cmd/server load examples/memberships.json\n"
+	_, rest, found := strings.Cut(string(doc), command)
+	block, _, closed := strings.Cut(rest, "```")
+	if !found || !closed {
+		t.Fatalf("docs/redis.md has no console block of %q", command)
+	}
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	stdout, stderr := loadWith(t, prefix, nil, "../../examples/memberships.json")
+	got := strings.NewReplacer(`"`+prefix+`"`, `"launchdarkly"`, "../../examples/", "examples/").Replace(stderr + stdout)
+	varying := []struct{ re, with string }{
+		{`load-\d+-[0-9a-f]{8}`, "CURSOR"}, {`\b\d{13}\b`, "MS"}, {` in \d+(\.\d+)?(ns|µs|ms|s)\b`, " in D"},
+		{`Redis \[[^]]*\]`, "Redis [ADDR]"},
+	}
+	normal := func(s string) string {
+		for _, v := range varying {
+			s = regexp.MustCompile(v.re).ReplaceAllString(s, v.with)
+		}
+		return strings.TrimSpace(s)
+	}
+	if diff := cmp.Diff(normal(block), normal(got)); diff != "" {
+		t.Errorf("docs/redis.md's load session differs from what a load prints (-doc +printed):\n%s", diff)
 	}
 }
