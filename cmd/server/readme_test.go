@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/bigseg/bigseg/internal/config"
 )
@@ -148,4 +152,49 @@ func helpTable(t *testing.T, help string) string {
 		t.Fatal("server -h has no settings table")
 	}
 	return b.String()
+}
+
+// Every /status answer the docs show (and every status event of the stream) has the fields a
+// real /status answers, of the same JSON types: a field added to the answer, or taken out,
+// shows in the docs too.
+func TestStatusExamplesAsDocumented(t *testing.T) {
+	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json"})
+	resp, err := http.Get(srv.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var real map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&real); err != nil {
+		t.Fatal(err)
+	}
+	shape := func(m map[string]any) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = fmt.Sprintf("%T", v)
+		}
+		return out
+	}
+	example := regexp.MustCompile(`(?m)^(?:data: )?(\{"available":.*\})$`)
+	seen := 0
+	for _, path := range docFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range example.FindAllStringSubmatch(string(b), -1) {
+			seen++
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(m[1]), &doc); err != nil {
+				t.Errorf("%s: a /status example that is not JSON: %v\n%s", path, err, m[1])
+				continue
+			}
+			if diff := cmp.Diff(shape(real), shape(doc)); diff != "" {
+				t.Errorf("%s: a /status example differs from a real answer's fields (-real +doc):\n%s", path, diff)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no /status example found in the docs: the test checks nothing")
+	}
 }
