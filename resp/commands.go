@@ -196,11 +196,30 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 		if included != want {
 			continue
 		}
-		if len(c.out) >= flushBytes && !s.sendPiece(c) {
+		if len(c.out) >= flushBytes && !s.sendPiece(c) || !s.appendRef(c, ref) {
 			return
 		}
-		c.out = redcon.AppendBulkString(c.out, ref)
 	}
+}
+
+// appendRef appends ref as a bulk string. A ref longer than flushBytes is appended a piece at a
+// time, each sent once the buffer holds flushBytes, so that no ref is ever copied whole into a
+// connection's buffer either; false if a piece could not be sent.
+func (s *Server) appendRef(c *conn, ref string) bool {
+	if len(ref) <= flushBytes {
+		c.out = redcon.AppendBulkString(c.out, ref)
+		return true
+	}
+	c.out = append(strconv.AppendInt(append(c.out, '$'), int64(len(ref)), 10), '\r', '\n')
+	for len(ref) > 0 {
+		if len(c.out) >= flushBytes && !s.sendPiece(c) {
+			return false
+		}
+		n := min(len(ref), flushBytes)
+		c.out, ref = append(c.out, ref[:n]...), ref[n:]
+	}
+	c.out = append(c.out, '\r', '\n')
+	return true
 }
 
 func (s *Server) ping(c *conn, args [][]byte) {

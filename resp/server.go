@@ -313,8 +313,8 @@ func (s *Server) flush(c *conn) bool {
 }
 
 // sendPiece sends the answers kept, the beginning of the one being made among them, so that
-// however large an answer is the connection holds at most flushBytes of it (and one ref)
-// before sending it, each piece within the write timeout. It returns false, the connection
+// however large an answer (or one of its refs) is the connection holds at most twice
+// flushBytes of it before sending it, each piece within the write timeout. It returns false, the connection
 // then to be closed, if the piece could not be sent.
 func (s *Server) sendPiece(c *conn) bool {
 	c.sentPiece = true

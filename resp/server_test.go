@@ -481,6 +481,10 @@ func TestLargeAnswer(t *testing.T) {
 	for i := range 20_000 {
 		refs = append(refs, fmt.Sprintf("-segment-%05d.g1", i))
 	}
+	// Refs around and well past a piece's size are sent a piece at a time too.
+	for _, n := range []int{32<<10 - 1, 32 << 10, 32<<10 + 1, 1 << 20} {
+		refs = append(refs, strings.Repeat("r", n))
+	}
 	var mu sync.Mutex
 	var failed []string
 	observe := func(command string, fail bool, _ time.Duration) {

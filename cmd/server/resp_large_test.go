@@ -34,20 +34,41 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}
+	refs := make([]any, respLargeRefs)
+	for i := range refs {
+		refs[i] = fmt.Sprintf("segment-number-%06d.g1", i)
+	}
+	largeAnswersUnread(t, refs, respLargeReaders)
+}
+
+// TestRESPHugeRefUnread is TestRESPLargeAnswersUnread with one ref of 8 MiB: a ref is sent in
+// pieces too, never copied whole into a connection's buffer (before, each reader held one or
+// two copies of it: 24-32 MiB a connection).
+func TestRESPHugeRefUnread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test: not in -short runs")
+	}
+	largeAnswersUnread(t, []any{strings.Repeat("huge-", 8<<20/5), "small.g1"}, 40)
+}
+
+// largeAnswersUnread stores a context with refs, and has readers clients each ask twice at once
+// for its include set (more than the kernel takes into a connection's socket buffers) and read
+// only the first line; see TestRESPLargeAnswersUnread.
+func largeAnswersUnread(t *testing.T, refs []any, readers int) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	ctx := context.Background()
 	keys := respKeys{prefix}
 	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"beta.g1"}}}, time.Now())
-	refs := make([]any, respLargeRefs)
-	for i := range refs {
-		refs[i] = fmt.Sprintf("segment-number-%06d.g1", i)
-	}
 	large := keys.include("large")
 	for i := 0; i < len(refs); i += 10_000 {
-		if err := c.SAdd(ctx, large, refs[i:i+10_000]...).Err(); err != nil {
+		if err := c.SAdd(ctx, large, refs[i:min(i+10_000, len(refs))]...).Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	answerBytes := 0
+	for _, r := range refs {
+		answerBytes += len(r.(string)) + 16
 	}
 	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix,
 		"BIGSEG_LOG_LEVEL": "info", "BIGSEG_CACHE_TTL": "1h", "BIGSEG_REDIS_READ_TIMEOUT": "10s", "BIGSEG_LOOKUP_TIMEOUT": "10s"}))
@@ -55,7 +76,7 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 	scraper := newGoodClient(p.URL)
 	good := respClient(t, addr, goredis.Options{ReadTimeout: 10 * time.Second})
 	respPolled(t, goRedisReads(good), keys)
-	if m, err := good.SMembers(ctx, large).Result(); err != nil || len(m) != respLargeRefs { // and cached
+	if m, err := good.SMembers(ctx, large).Result(); err != nil || len(m) != len(refs) { // and cached
 		t.Fatalf("the large set: %d refs, %v", len(m), err)
 	}
 	open := func() float64 { return metricValue(t, scraper, p.URL, "bigseg_resp_open_connections") }
@@ -66,9 +87,9 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 	// connection's answers (tcp_wmem's 4 MiB at most, by default), waits for the first line,
 	// and reads no more.
 	cmd := []byte(strings.Repeat(encode("SMEMBERS", large), 2))
-	want := "*" + strconv.Itoa(respLargeRefs) + "\r\n"
-	readers := make([]net.Conn, respLargeReaders)
-	for i := range readers {
+	want := "*" + strconv.Itoa(len(refs)) + "\r\n"
+	conns := make([]net.Conn, readers)
+	for i := range conns {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -76,16 +97,16 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 		t.Cleanup(func() { conn.Close() })
 		_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
 		conn.SetDeadline(time.Now().Add(30 * time.Second))
-		readers[i] = conn
+		conns[i] = conn
 	}
 	peak := before
 	sample := func() { peak.rssBytes = max(peak.rssBytes, p.holdings(t).rssBytes) }
-	for _, conn := range readers {
+	for _, conn := range conns {
 		if _, err := conn.Write(cmd); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, conn := range readers {
+	for i, conn := range conns {
 		if line, err := bufio.NewReaderSize(conn, 16).ReadString('\n'); err != nil || line != want {
 			t.Fatalf("reader %d: %q, %v, want %q", i, line, err, want)
 		}
@@ -95,7 +116,7 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 	if m, err := good.SMembers(ctx, keys.include("alice")).Result(); err != nil || len(m) != 1 {
 		t.Errorf("alice's include set while the readers hold their answers: %q, %v", m, err)
 	}
-	if m, err := good.SMembers(ctx, large).Result(); err != nil || len(m) != respLargeRefs {
+	if m, err := good.SMembers(ctx, large).Result(); err != nil || len(m) != len(refs) {
 		t.Errorf("the large set while the readers hold theirs: %d refs, %v", len(m), err)
 	}
 	waitFor(t, "the readers' connections closed at the write timeout, their goroutines gone", func() bool {
@@ -104,14 +125,14 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 	})
 	// What a connection may hold whatever its answers' size, and a margin for the runtime and
 	// the good client's answers.
-	bound := respLargeReaders*respConnBytes + 16<<20
+	bound := readers*respConnBytes + 16<<20
 	t.Logf("%d readers of an answer of %d refs (%.1f MiB) each, twice: RSS from %d MiB to %d MiB at the peak, +%d MiB (bound +%d MiB)",
-		respLargeReaders, respLargeRefs, float64(respLargeRefs*len("$24\r\nsegment-number-000000.g1\r\n"))/(1<<20),
+		readers, len(refs), float64(answerBytes)/(1<<20),
 		before.rssBytes>>20, peak.rssBytes>>20, (peak.rssBytes-before.rssBytes)>>20, bound>>20)
 	switch {
 	case raceEnabled:
 		t.Log("RSS not checked: the race detector multiplies it (CI runs this test without -race too)")
 	case peak.rssBytes-before.rssBytes > bound:
-		t.Errorf("RSS grew by %d MiB with %d readers not reading, over the bound of %d MiB", (peak.rssBytes-before.rssBytes)>>20, respLargeReaders, bound>>20)
+		t.Errorf("RSS grew by %d MiB with %d readers not reading, over the bound of %d MiB", (peak.rssBytes-before.rssBytes)>>20, readers, bound>>20)
 	}
 }
