@@ -277,9 +277,13 @@ func TestRESPHostileClients(t *testing.T) {
 			}},
 		{name: "long pipelines streamed, their answers read", attackers: 10, within: 2 * time.Second, attack: respStreamed(addr)},
 		{name: "declared 1 GB bulk strings, then their data", attackers: 50, within: 2 * time.Second, attack: respHugeBulk(addr)},
-		{name: "pipelines whose answers are never read", attackers: 20, within: 2 * (resp.DefaultWriteTimeout + 5*time.Second), attack: respUnread(addr),
+		{name: "pipelines whose answers are never read", attackers: 20, within: 2 * (resp.DefaultWriteTimeout + 15*time.Second), attack: respUnread(addr),
 			after: func(t *testing.T, a *respAttack) {
-				if bound := resp.DefaultWriteTimeout + 5*time.Second; time.Duration(a.longest.Load()) > bound {
+				slack := 5 * time.Second
+				if raceEnabled { // the race detector slows the server's writes and the attackers' alike
+					slack = 15 * time.Second
+				}
+				if bound := resp.DefaultWriteTimeout + slack; time.Duration(a.longest.Load()) > bound {
 					t.Errorf("a pipeline never read was cut after %v, over the write timeout and slack, %v", time.Duration(a.longest.Load()), bound)
 				}
 			}},
