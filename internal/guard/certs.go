@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -72,6 +73,23 @@ func (c *Certificates) configForClient(*tls.ClientHelloInfo) (*tls.Config, error
 		c.check.done()
 	}
 	return c.config.Load(), nil
+}
+
+// Run looks at the files again every FileCheckInterval until ctx ends, serving new ones from
+// the next handshake if they changed and load; then it returns nil. On a nil Certificates
+// (no TLS) it returns nil at once. Start it once, beside the servers.
+func (c *Certificates) Run(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	return watch(ctx, c.reloadIfChanged)
+}
+
+// Reload looks at the files now (SIGHUP), after any look in progress.
+func (c *Certificates) Reload() {
+	if c != nil {
+		c.reloadIfChanged()
+	}
 }
 
 // reloadIfChanged builds a new configuration if the files changed since last tried.

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -66,4 +67,19 @@ func (r *recheck) done() {
 	r.mu.Lock()
 	r.busy = false
 	r.mu.Unlock()
+}
+
+// watch calls look every FileCheckInterval until ctx ends, then returns nil: the loop of
+// Tokens.Run and Certificates.Run.
+func watch(ctx context.Context, look func()) error {
+	ticker := time.NewTicker(FileCheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			look()
+		}
+	}
 }

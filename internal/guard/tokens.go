@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -264,9 +265,19 @@ func (s *Scope) Opens(env string) bool {
 	return env != "" && slices.Contains(s.envs, env)
 }
 
+// Run looks at the tokens file again every FileCheckInterval until ctx ends, taking its tokens
+// if it changed and loads; then it returns nil. Without a file (or on a nil Tokens) there is
+// nothing to look at, and it returns nil at once. Start it once, beside the servers.
+func (t *Tokens) Run(ctx context.Context) error {
+	if t == nil || t.file == "" {
+		return nil
+	}
+	return watch(ctx, t.reloadIfChanged)
+}
+
 // Reload looks at the file now (SIGHUP), and waits for a look in progress.
 func (t *Tokens) Reload() {
-	if t.file != "" {
+	if t != nil && t.file != "" {
 		t.reloadIfChanged()
 	}
 }
