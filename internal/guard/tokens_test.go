@@ -82,7 +82,7 @@ func TestTokensFileErrorsAtStart(t *testing.T) {
 
 // TestTokensFileRotation rotates the file the ways operators do (rewritten in place, a
 // Kubernetes Secret's symlink swapped, a file that does not load meanwhile): each takes effect
-// at the first request a check interval later, or at once on Reload, and a file that does not
+// once Run has looked, a check interval later, or at once on Reload, and a file that does not
 // load keeps the last good tokens, said once.
 func TestTokensFileRotation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -101,6 +101,12 @@ func TestTokensFileRotation(t *testing.T) {
 		tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
 		if err != nil {
 			t.Fatal(err)
+		}
+		runInBackground(t, tok.Run)
+		// tick lets a check interval pass, and Run look at the file.
+		tick := func() {
+			time.Sleep(guard.FileCheckInterval)
+			synctest.Wait()
 		}
 		expect := func(step string, valid, invalid string) {
 			t.Helper()
@@ -121,7 +127,7 @@ func TestTokensFileRotation(t *testing.T) {
 		os.Symlink("v2", dir+"/..data.tmp")
 		os.Rename(dir+"/..data.tmp", dir+"/..data")
 		expect("right after the swap", "old-a", "")
-		time.Sleep(guard.FileCheckInterval)
+		tick()
 		expect("after the swap", "new-a", "old-a old-b")
 
 		// Rewritten in place, revoking new-a: Reload sees it at once.
@@ -132,7 +138,7 @@ func TestTokensFileRotation(t *testing.T) {
 		// A file that does not load: the last good tokens stay, said once however often looked at.
 		write(t, dir+"/v2/tokens", "# emptied by mistake\n")
 		for range 3 {
-			time.Sleep(guard.FileCheckInterval)
+			tick()
 			expect("while the file has no token", "newer", "")
 		}
 		os.Remove(dir + "/v2/tokens")
@@ -142,8 +148,11 @@ func TestTokensFileRotation(t *testing.T) {
 		if n := strings.Count(logs.String(), "does not load"); n != 1 {
 			t.Errorf("a file that does not load was logged %d times, want once:\n%s", n, logs.String())
 		}
+		for range 3 {
+			tick()
+		}
 		write(t, dir+"/v2/tokens", "fixed\n")
-		time.Sleep(guard.FileCheckInterval)
+		tick()
 		expect("once fixed", "fixed", "newer")
 		// At start, the swap, the rewrite, no token (one failure), missing (another read error,
 		// counted once), fixed.
@@ -152,6 +161,30 @@ func TestTokensFileRotation(t *testing.T) {
 		}
 		if strings.Contains(logs.String(), "old-a") || strings.Contains(logs.String(), "newer") {
 			t.Errorf("a token was logged:\n%s", logs.String())
+		}
+	})
+}
+
+// TestTokensNotReadByRequests: requests only use the tokens last read; without Run, a file
+// rewritten is not seen however long one waits, until Reload. So no request ever reads the
+// file, or waits for one that does.
+func TestTokensNotReadByRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		file := t.TempDir() + "/tokens"
+		write(t, file, "old\n")
+		tok, err := guard.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		session := tok.Session("old")
+		write(t, file, "new\n")
+		time.Sleep(10 * guard.FileCheckInterval)
+		if !tok.Valid("old") || tok.Valid("new") || session.Scope() == nil {
+			t.Error("a request, or a session, read the file")
+		}
+		tok.Reload()
+		if tok.Valid("old") || !tok.Valid("new") || session.Scope() != nil {
+			t.Error("Reload did not take the file's tokens")
 		}
 	})
 }
