@@ -44,7 +44,8 @@ func main() {
 // run is the whole program; main only gives it the process's signals, arguments, settings
 // (read from the environment) and streams, so that tests can run it in-process, several at
 // once. SIGTERM (or the end of ctx) begins a graceful shutdown, SIGINT a quick one (see
-// app.shutdown); SIGHUP reloads the API tokens file and the embedded store's fixture.
+// app.shutdown); SIGHUP reloads the API tokens file, the TLS files and the embedded store's
+// fixture.
 func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config.Config, error), stdout, stderr io.Writer) error {
 	cmd := ""
 	if len(args) > 1 {

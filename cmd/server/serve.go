@@ -248,12 +248,14 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
-// the API tokens and the embedded store. The status poller runs meanwhile and stops only once
-// the server has.
+// the API tokens, the TLS files and the embedded store. The status poller and the loops that
+// re-read the tokens and TLS files run meanwhile and stop only once the server has.
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = a.group.Run(pollCtx) })
+	wg.Go(func() { _ = a.tokens.Run(pollCtx) })
+	wg.Go(func() { _ = a.certs.Run(pollCtx) })
 	defer func() {
 		stopPolling()
 		wg.Wait()
@@ -318,11 +320,12 @@ func served(name string, err error) error {
 	return fmt.Errorf("%s listener: %w", name, err)
 }
 
-// reload reads the API tokens file again, if any, and the embedded store's fixture, and
-// serves it: a change, which every instance's cache and status stream follow. With Redis there
-// is no fixture to reload.
+// reload reads the API tokens file and the TLS files again, if any, and the embedded store's
+// fixture, and serves it: a change, which every instance's cache and status stream follow.
+// With Redis there is no fixture to reload.
 func (a *app) reload() {
 	a.tokens.Reload()
+	a.certs.Reload()
 	if a.store.reload == nil {
 		a.log.Info("SIGHUP: no fixture to reload", "store", a.store.name)
 		return

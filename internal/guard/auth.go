@@ -5,9 +5,8 @@ import (
 	"strings"
 )
 
-// Refuse writes an answer that turns a request away: its status code and a message for the
-// caller. Each server has its own (bigseg's writes JSON and closes the connection).
-type Refuse func(w http.ResponseWriter, r *http.Request, code int, msg string)
+// The HTTP side of Tokens: the middleware that checks a request's bearer token, and the
+// session a held request (a status stream) keeps.
 
 // Require is middleware that lets a request through only with exactly one
 // "Authorization: Bearer <token>" header naming one of the tokens that opens the request's

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,12 +13,13 @@ import (
 )
 
 // Certificates is a listener's TLS configuration from PEM files: a certificate and key, and
-// optionally a CA whose certificates clients must present (mutual TLS). It reads the files
-// again when they change on disk, at most once per FileCheckInterval, at a handshake: a
-// rotation by cert-manager or Vault agent takes effect at the next connection, without a
-// restart and without touching open ones. Files that no longer load (half written,
-// unreadable, a key that does not match) are refused: the last good configuration stays in
-// use, which is logged once and reported to observe until the files load again.
+// optionally a CA whose certificates clients must present (mutual TLS). Run reads the files
+// again once per FileCheckInterval, and Reload (SIGHUP) at once; a handshake only loads the
+// configuration last built, and never reads a file. So a rotation by cert-manager or Vault
+// agent takes effect within about a second, at the next connection, without a restart and
+// without touching open ones. Files that no longer load (half written, unreadable, a key that
+// does not match) are refused: the last good configuration stays in use, which is logged once
+// and reported to observe until the files load again.
 type Certificates struct {
 	certFile, keyFile, clientCAFile string
 	protos                          []string
@@ -25,7 +27,6 @@ type Certificates struct {
 	observe                         func(failing bool, notAfter time.Time)
 
 	config atomic.Pointer[tls.Config] // the last good one: handshakes only load it
-	check  recheck
 
 	mu      sync.Mutex // one reload at a time; guards what follows
 	files   [3]string  // the contents last tried
@@ -37,7 +38,7 @@ type Certificates struct {
 // that do not load are an error. protos are the ALPN protocols offered (such as "http/1.1").
 func NewCertificates(certFile, keyFile, clientCAFile string, protos []string, log *slog.Logger, observe func(bool, time.Time)) (*Certificates, error) {
 	c := &Certificates{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile, protos: protos, log: log,
-		observe: observe, check: recheck{now: time.Now}}
+		observe: observe}
 	files, err := c.read()
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func NewCertificates(certFile, keyFile, clientCAFile string, protos []string, lo
 		return nil, err
 	}
 	c.config.Store(cfg)
-	c.files, c.check.checked = files, time.Now()
+	c.files = files
 	observe(false, cfg.Certificates[0].Leaf.NotAfter)
 	return c, nil
 }
@@ -64,14 +65,26 @@ func (c *Certificates) ServerConfig() *tls.Config {
 // KeyPair is the certificate and key last loaded.
 func (c *Certificates) KeyPair() tls.Certificate { return c.config.Load().Certificates[0] }
 
-// configForClient serves the last good configuration; the handshake that finds the files due
-// for a look reads them first (no other handshake waits for that read).
+// configForClient serves the last good configuration.
 func (c *Certificates) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
-	if c.check.due() {
-		c.reloadIfChanged()
-		c.check.done()
-	}
 	return c.config.Load(), nil
+}
+
+// Run looks at the files again every FileCheckInterval until ctx ends, serving new ones from
+// the next handshake if they changed and load; then it returns nil. On a nil Certificates
+// (no TLS) it returns nil at once. Start it once, beside the servers.
+func (c *Certificates) Run(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	return watch(ctx, c.reloadIfChanged)
+}
+
+// Reload looks at the files now (SIGHUP), after any look in progress.
+func (c *Certificates) Reload() {
+	if c != nil {
+		c.reloadIfChanged()
+	}
 }
 
 // reloadIfChanged builds a new configuration if the files changed since last tried.

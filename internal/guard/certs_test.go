@@ -34,9 +34,9 @@ func copyFile(t *testing.T, from, to string) {
 	write(t, to, string(b))
 }
 
-// TestCertificatesRotation: a new certificate is served from the first handshake a check
-// interval after it is written; files that do not load (a half-written key) keep the last
-// good one, said once and reported as failing until the files load again.
+// TestCertificatesRotation: a new certificate is served from the first handshake once Run has
+// looked, a check interval after it is written; files that do not load (a half-written key)
+// keep the last good one, said once and reported as failing until the files load again.
 func TestCertificatesRotation(t *testing.T) {
 	one, two := redistest.NewTLS(t), redistest.NewTLS(t)
 	synctest.Test(t, func(t *testing.T) {
@@ -51,6 +51,7 @@ func TestCertificatesRotation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		runInBackground(t, c.Run)
 		if c.MutualTLS() || served(t, c).ClientAuth != tls.NoClientCert || served(t, c).NextProtos[0] != "http/1.1" {
 			t.Error("configuration without a client CA")
 		}
@@ -58,12 +59,14 @@ func TestCertificatesRotation(t *testing.T) {
 		write(t, dir+"/key.pem", "-----BEGIN EC PRIVATE KEY-----\nhalf") // half written
 		for range 3 {
 			time.Sleep(guard.FileCheckInterval)
+			synctest.Wait()
 			if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, one)) {
 				t.Fatalf("files that do not load replaced the certificate")
 			}
 		}
 		copyFile(t, two.ServerKey, dir+"/key.pem")
 		time.Sleep(guard.FileCheckInterval)
+		synctest.Wait()
 		if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, two)) || !bytes.Equal(c.KeyPair().Certificate[0], leafDER(t, two)) {
 			t.Error("the new certificate is not served")
 		}
@@ -74,6 +77,31 @@ func TestCertificatesRotation(t *testing.T) {
 		defer mu.Unlock()
 		if len(failing) != 3 || failing[0] || !failing[1] || failing[2] {
 			t.Errorf("observed %v, want [false true false]", failing)
+		}
+	})
+}
+
+// TestHandshakesDoNotReadFiles: a handshake serves the configuration last built; without Run,
+// new files are not seen however long one waits, until Reload (SIGHUP).
+func TestHandshakesDoNotReadFiles(t *testing.T) {
+	one, two := redistest.NewTLS(t), redistest.NewTLS(t)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		copyFile(t, one.ServerCert, dir+"/cert.pem")
+		copyFile(t, one.ServerKey, dir+"/key.pem")
+		c, err := guard.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, two.ServerCert, dir+"/cert.pem")
+		copyFile(t, two.ServerKey, dir+"/key.pem")
+		time.Sleep(10 * guard.FileCheckInterval)
+		if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, one)) {
+			t.Error("a handshake read the files")
+		}
+		c.Reload()
+		if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, two)) {
+			t.Error("Reload did not serve the new certificate")
 		}
 	})
 }

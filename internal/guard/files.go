@@ -1,11 +1,10 @@
 package guard
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -31,39 +30,22 @@ func ReadSettingFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-// FileCheckInterval is the least time between two looks at a setting's files.
+// FileCheckInterval is how often Tokens.Run and Certificates.Run look at their files again:
+// a rotation on disk takes effect within about that.
 const FileCheckInterval = time.Second
 
-// recheck hands out turns to look at files again: at most one per FileCheckInterval, one at
-// a time, and never to a caller that would have to wait for another's look. Between turns it
-// costs a look at the clock and an atomic load.
-type recheck struct {
-	now func() time.Time
-
-	next    atomic.Int64 // unix nanoseconds before which no look is due
-	mu      sync.Mutex
-	checked time.Time // when the last look began
-	busy    bool
-}
-
-// due says whether the caller should look now; if so, it must call done after.
-func (r *recheck) due() bool {
-	now := r.now()
-	if now.UnixNano() < r.next.Load() {
-		return false
+// watch calls look every FileCheckInterval until ctx ends, then returns nil. It is the loop of
+// Tokens.Run and Certificates.Run: files are read there, so that no request or handshake ever
+// reads one or waits for one.
+func watch(ctx context.Context, look func()) error {
+	ticker := time.NewTicker(FileCheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			look()
+		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.busy || now.Sub(r.checked) < FileCheckInterval {
-		return false
-	}
-	r.busy, r.checked = true, now
-	r.next.Store(now.Add(FileCheckInterval).UnixNano())
-	return true
-}
-
-func (r *recheck) done() {
-	r.mu.Lock()
-	r.busy = false
-	r.mu.Unlock()
 }

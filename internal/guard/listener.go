@@ -41,28 +41,37 @@ type Listener struct {
 	slots  chan struct{} // one per open connection
 	closed chan struct{}
 	once   sync.Once
-	start  time.Time    // the monotonic clock's origin (see now)
-	fake   func() int64 // a test's clock, instead of now's
+	clock  func() time.Time // time.Now, unless WithClock
+	start  time.Time        // the clock's origin (see now)
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{} // every open connection
 }
 
+// ListenerOption tunes a Listener.
+type ListenerOption func(*Listener)
+
+// WithClock replaces time.Now for the graces after which a connection counts as unused, so
+// that tests move time instead of waiting for it.
+func WithClock(now func() time.Time) ListenerOption {
+	return func(l *Listener) { l.clock = now }
+}
+
 // NewListener limits ln to max connections open at once.
-func NewListener(ln net.Listener, max int) *Listener {
-	return &Listener{Listener: ln, max: max, slots: make(chan struct{}, max), closed: make(chan struct{}),
-		conns: make(map[*limitedConn]struct{}), start: time.Now()}
+func NewListener(ln net.Listener, max int, opts ...ListenerOption) *Listener {
+	l := &Listener{Listener: ln, max: max, slots: make(chan struct{}, max), closed: make(chan struct{}),
+		conns: make(map[*limitedConn]struct{}), clock: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	l.start = l.clock()
+	return l
 }
 
 // now is the listener's clock: nanoseconds since it was made, never 0, on the monotonic
-// clock, so that a step of the wall clock (NTP) can neither make a connection look unused nor
-// spare one.
-func (l *Listener) now() int64 {
-	if l.fake != nil {
-		return l.fake()
-	}
-	return int64(time.Since(l.start)) + 1
-}
+// clock (time.Now's), so that a step of the wall clock (NTP) can neither make a connection
+// look unused nor spare one.
+func (l *Listener) now() int64 { return int64(l.clock().Sub(l.start)) + 1 }
 
 // Accept waits for a free slot (making one by closing an unused connection if it can), then
 // for a connection.

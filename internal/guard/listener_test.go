@@ -13,16 +13,15 @@ import (
 	"time"
 )
 
-// serveLimited serves h on a loopback listener limited to max connections, with the clock
-// now, until the test ends.
-func serveLimited(t *testing.T, max int, h http.Handler, now func() int64) (*Listener, string) {
+// serveLimited serves h on a loopback listener limited to max connections, with its options,
+// until the test ends.
+func serveLimited(t *testing.T, max int, h http.Handler, opts ...ListenerOption) (*Listener, string) {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewListener(raw, max)
-	l.fake = now
+	l := NewListener(raw, max, opts...)
 	srv := &http.Server{Handler: h, ConnState: l.ConnState, MaxHeaderBytes: 4096}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
@@ -50,15 +49,16 @@ func get(t *testing.T, c net.Conn) int {
 // next connection by closing one that holds its slot unused past its grace: a silent one
 // (100 ms) before an idle one (1 s); a connection whose request is in progress is never closed.
 func TestListenerClosesUnusedConnectionsToMakeRoom(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(1)
+	var clock atomic.Int64 // nanoseconds past base
+	base := time.Now()
+	now := func() time.Time { return base.Add(time.Duration(clock.Load())) }
 	release := make(chan struct{})
 	busy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 		}
 	})
-	l, addr := serveLimited(t, 3, busy, clock.Load)
+	l, addr := serveLimited(t, 3, busy, WithClock(now))
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -120,7 +120,7 @@ func closed(c net.Conn) bool {
 // backlog until one closes, then is served.
 func TestListenerWaitsWhenNothingIsUnused(t *testing.T) {
 	release := make(chan struct{})
-	l, addr := serveLimited(t, 1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }), nil)
+	l, addr := serveLimited(t, 1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	held, _ := net.Dial("tcp", addr)
 	defer held.Close()
 	io.WriteString(held, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -153,7 +153,7 @@ func TestListenerWaitsWhenNothingIsUnused(t *testing.T) {
 // the connection (FIN), so the client reads the whole answer and then EOF, never a reset: the
 // limited connection still offers CloseWrite.
 func TestRefusedHeaderIsReadByTheClient(t *testing.T) {
-	_, addr := serveLimited(t, 10, ok, nil)
+	_, addr := serveLimited(t, 10, ok)
 	for range 5 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

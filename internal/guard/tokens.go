@@ -3,7 +3,6 @@ package guard
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,11 +16,11 @@ import (
 // environment, or the lines of a file (# comments and blank lines ignored), each a token
 // followed, optionally, by the comma-separated environments it alone opens
 // ("tok-staging staging,qa"); the file is read again when it changes, so that a token is
-// rotated or revoked without a restart. Like the TLS files, the file is looked at again at most
-// once per FileCheckInterval, by a request that finds it due (no request waits for that), and
-// at once by Reload (SIGHUP). A file that no longer loads (unreadable, no token in it) is
-// refused: the last good tokens stay in force, which is logged once and reported to observe
-// until the file loads again.
+// rotated or revoked without a restart: by Run, once per FileCheckInterval, and at once by
+// Reload (SIGHUP). Requests only load the tokens last read; none reads the file (see
+// tokenfile.go). A file that no longer loads (unreadable, no token in it) is refused: the
+// last good tokens stay in force, which is logged once and reported to observe until the file
+// loads again.
 //
 // Tokens are kept and compared as SHA-256 digests, in constant time, against every accepted
 // token, so that neither timing nor the answer tells which part of a guess was wrong. They are
@@ -33,7 +32,6 @@ type Tokens struct {
 	observe func(failing bool)
 
 	entries  atomic.Pointer[[]token]
-	check    recheck
 	failures atomic.Int64 // tokens refused since the last log line that counted them
 	failSaid atomic.Int64 // when that line was written, unix nanoseconds
 
@@ -61,7 +59,7 @@ func NewTokens(list []string, file string, log *slog.Logger, observe func(failin
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tokens{file: file, known: known, log: log, observe: observe, check: recheck{now: time.Now}}
+	t := &Tokens{file: file, known: known, log: log, observe: observe}
 	if file == "" {
 		var entries []token
 		short := 0
@@ -83,7 +81,7 @@ func NewTokens(list []string, file string, log *slog.Logger, observe func(failin
 	}
 	t.entries.Store(&entries)
 	t.warnShort(short)
-	t.last, t.check.checked = string(b), time.Now()
+	t.last = string(b)
 	observe(false)
 	return t, nil
 }
@@ -98,68 +96,6 @@ func trimmed(list []string) []string {
 	return out
 }
 
-// parse reads a token file: one token a line, then optionally the environments it opens.
-// The error of a bad line names its number, never its token nor what stands where the
-// environments should (a label or a second token, by mistake, is as secret). A token given on
-// two lines is an error: which scope was meant cannot be told. short counts the tokens
-// shorter than MinTokenLength.
-func (t *Tokens) parse(s string) (out []token, short int, err error) {
-	s = strings.TrimPrefix(s, "\uFEFF")  // a byte order mark, as some editors write
-	first := map[[sha256.Size]byte]int{} // the line of each token
-	n := 0
-	for line := range strings.Lines(s) {
-		n++
-		fields := strings.Fields(line)
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
-			continue
-		}
-		entry := token{digest: sha256.Sum256([]byte(fields[0]))}
-		if m, seen := first[entry.digest]; seen {
-			return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token of line %d again: give each token once, with all its environments", n, m)
-		}
-		first[entry.digest] = n
-		short += isShort(fields[0])
-		switch {
-		case len(fields) > 2:
-			return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: want a token, then optionally its environments, comma-separated", n)
-		case len(fields) == 2:
-			for _, env := range strings.Split(fields[1], ",") {
-				if !slices.Contains(t.known, env) {
-					return nil, 0, fmt.Errorf("BIGSEG_API_TOKENS_FILE:%d: the token's environments name one that is not served (%s)",
-						n, strings.Join(t.known, ", "))
-				}
-				entry.scope = append(entry.scope, env)
-			}
-		}
-		out = append(out, entry)
-	}
-	if len(out) == 0 {
-		return nil, 0, errors.New("BIGSEG_API_TOKENS_FILE: no token in it")
-	}
-	return out, short, nil
-}
-
-// MinTokenLength is the length under which a token is said, at start and at each reload, to
-// be guessable: a token is the only thing between a client and the data, and a client may try
-// tens of thousands a second (over as many connections as it likes). 32 hexadecimal digits
-// are 128 bits.
-const MinTokenLength = 32
-
-func isShort(token string) int {
-	if len(token) < MinTokenLength {
-		return 1
-	}
-	return 0
-}
-
-// warnShort logs how many tokens are short, if any (never which).
-func (t *Tokens) warnShort(short int) {
-	if short > 0 {
-		t.log.Warn("some API tokens are short enough to be guessed: use random ones of min_length characters at least (openssl rand -hex 16)",
-			"short", short, "min_length", MinTokenLength)
-	}
-}
-
 // FailureLogInterval is the least time between two log lines that count the tokens refused.
 const FailureLogInterval = time.Minute
 
@@ -167,7 +103,7 @@ const FailureLogInterval = time.Minute
 // FailureLogInterval, with the count since the last.
 func (t *Tokens) failed() {
 	t.failures.Add(1)
-	now, last := t.check.now().UnixNano(), t.failSaid.Load()
+	now, last := time.Now().UnixNano(), t.failSaid.Load()
 	if last != 0 && now-last < int64(FailureLogInterval) || !t.failSaid.CompareAndSwap(last, now) {
 		return
 	}
@@ -181,19 +117,9 @@ func (t *Tokens) Enabled() bool { return t != nil && len(*t.entries.Load()) > 0 
 func (t *Tokens) Valid(token string) bool { return t.Scope(token) != nil }
 
 // Scope is what token opens: nil if it is no accepted token; else Opens says which
-// environments. It looks at the file again first if that is due, without waiting for a look
-// in progress.
+// environments.
 func (t *Tokens) Scope(presented string) *Scope {
-	t.recheck()
 	return t.scopeOf(t.entries.Load(), sha256.Sum256([]byte(presented)))
-}
-
-// recheck looks at the file again if that is due.
-func (t *Tokens) recheck() {
-	if t.file != "" && t.check.due() {
-		t.reloadIfChanged()
-		t.check.done()
-	}
 }
 
 // scopeOf is what the token of digest opens among entries, nil if none is it; a miss is
@@ -225,7 +151,6 @@ type Session struct {
 
 // Session returns the session of token, nil if it is no accepted token.
 func (t *Tokens) Session(presented string) *Session {
-	t.recheck()
 	s := &Session{t: t, digest: sha256.Sum256([]byte(presented)), entries: t.entries.Load()}
 	if s.scope = t.scopeOf(s.entries, s.digest); s.scope == nil {
 		return nil
@@ -233,13 +158,12 @@ func (t *Tokens) Session(presented string) *Session {
 	return s
 }
 
-// Scope is what the session's token opens now: nil once it is revoked. It costs a look at
-// the clock while the tokens are unchanged. A nil Session opens nothing.
+// Scope is what the session's token opens now: nil once it is revoked. It costs an atomic
+// load while the tokens are unchanged. A nil Session opens nothing.
 func (s *Session) Scope() *Scope {
 	if s == nil {
 		return nil
 	}
-	s.t.recheck()
 	if e := s.t.entries.Load(); e != s.entries {
 		s.entries, s.scope = e, s.t.scopeOf(e, s.digest)
 	}
@@ -262,44 +186,4 @@ func (s *Scope) Opens(env string) bool {
 		return true
 	}
 	return env != "" && slices.Contains(s.envs, env)
-}
-
-// Reload looks at the file now (SIGHUP), and waits for a look in progress.
-func (t *Tokens) Reload() {
-	if t.file != "" {
-		t.reloadIfChanged()
-	}
-}
-
-// reloadIfChanged takes the file's tokens if it changed since last tried and loads.
-func (t *Tokens) reloadIfChanged() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b, err := ReadSettingFile(t.file)
-	switch {
-	case err == nil && string(b) == t.last:
-		return
-	case err != nil && err.Error() == t.readErr: // still unreadable: already said
-		return
-	case err != nil:
-		t.readErr = err.Error()
-		err = fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err)
-	default:
-		t.last, t.readErr = string(b), ""
-		var entries []token
-		var short int
-		if entries, short, err = t.parse(string(b)); err == nil {
-			t.entries.Store(&entries)
-			t.warnShort(short)
-			t.failing = false
-			t.observe(false)
-			t.log.Info("API tokens reloaded", "tokens", len(entries))
-			return
-		}
-	}
-	if !t.failing {
-		t.log.Error("API tokens file changed but does not load; the last good tokens stay in force", "err", err.Error())
-	}
-	t.failing = true
-	t.observe(true)
 }

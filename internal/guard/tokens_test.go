@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,28 +14,7 @@ import (
 	"github.com/bigseg/bigseg/internal/guard"
 )
 
-// failings records what a reloader reported.
-type failings struct {
-	mu  sync.Mutex
-	got []bool
-}
-
-func (f *failings) observe(failing bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.got = append(f.got, failing)
-}
-
-func (f *failings) String() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var words []string
-	for _, v := range f.got {
-		words = append(words, map[bool]string{true: "failing", false: "ok"}[v])
-	}
-	return strings.Join(words, " ")
-}
-
+// write writes a file of the test's, as an operator or a secret's mount would.
 func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -64,127 +41,6 @@ func TestTokensList(t *testing.T) {
 	open, _ := guard.NewTokens(nil, "", slog.New(slog.DiscardHandler), nil)
 	if open.Enabled() || open.Valid("") {
 		t.Error("no tokens: enabled, or the empty token valid")
-	}
-}
-
-func TestTokensFileErrorsAtStart(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir+"/empty", "# nothing\n\n")
-	for _, c := range []struct{ file, want string }{
-		{dir + "/missing", "no such file"},
-		{dir + "/empty", "no token in it"},
-	} {
-		if _, err := guard.NewTokens(nil, c.file, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want %q", c.file, err, c.want)
-		}
-	}
-}
-
-// TestTokensFileRotation rotates the file the ways operators do (rewritten in place, a
-// Kubernetes Secret's symlink swapped, a file that does not load meanwhile): each takes effect
-// at the first request a check interval later, or at once on Reload, and a file that does not
-// load keeps the last good tokens, said once.
-func TestTokensFileRotation(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		// A Kubernetes Secret volume: the file is a symlink through ..data to a directory
-		// that the kubelet replaces whole.
-		for _, v := range []string{"v1", "v2"} {
-			os.Mkdir(filepath.Join(dir, v), 0o700)
-		}
-		write(t, dir+"/v1/tokens", "# callers\nold-a\nold-b\n")
-		write(t, dir+"/v2/tokens", "new-a\n")
-		os.Symlink("v1", dir+"/..data")
-		os.Symlink("..data/tokens", dir+"/tokens")
-		var logs bytes.Buffer
-		var fails failings
-		tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		expect := func(step string, valid, invalid string) {
-			t.Helper()
-			for _, v := range strings.Fields(valid) {
-				if !tok.Valid(v) {
-					t.Errorf("%s: %q refused", step, v)
-				}
-			}
-			for _, v := range strings.Fields(invalid) {
-				if tok.Valid(v) {
-					t.Errorf("%s: %q accepted", step, v)
-				}
-			}
-		}
-		expect("at start", "old-a old-b", "new-a")
-
-		// The symlink swap: seen once the check interval has passed.
-		os.Symlink("v2", dir+"/..data.tmp")
-		os.Rename(dir+"/..data.tmp", dir+"/..data")
-		expect("right after the swap", "old-a", "")
-		time.Sleep(guard.FileCheckInterval)
-		expect("after the swap", "new-a", "old-a old-b")
-
-		// Rewritten in place, revoking new-a: Reload sees it at once.
-		write(t, dir+"/v2/tokens", "newer\n")
-		tok.Reload()
-		expect("after the rewrite and Reload", "newer", "new-a")
-
-		// A file that does not load: the last good tokens stay, said once however often looked at.
-		write(t, dir+"/v2/tokens", "# emptied by mistake\n")
-		for range 3 {
-			time.Sleep(guard.FileCheckInterval)
-			expect("while the file has no token", "newer", "")
-		}
-		os.Remove(dir + "/v2/tokens")
-		tok.Reload()
-		tok.Reload()
-		expect("while the file is missing", "newer", "")
-		if n := strings.Count(logs.String(), "does not load"); n != 1 {
-			t.Errorf("a file that does not load was logged %d times, want once:\n%s", n, logs.String())
-		}
-		write(t, dir+"/v2/tokens", "fixed\n")
-		time.Sleep(guard.FileCheckInterval)
-		expect("once fixed", "fixed", "newer")
-		// At start, the swap, the rewrite, no token (one failure), missing (another read error,
-		// counted once), fixed.
-		if got, want := fails.String(), "ok ok ok failing failing ok"; got != want {
-			t.Errorf("observed %q, want %q", got, want)
-		}
-		if strings.Contains(logs.String(), "old-a") || strings.Contains(logs.String(), "newer") {
-			t.Errorf("a token was logged:\n%s", logs.String())
-		}
-	})
-}
-
-func TestRequire(t *testing.T) {
-	tok, _ := guard.NewTokens([]string{"secret"}, "", slog.New(slog.DiscardHandler), nil)
-	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
-	h := tok.Require(refuse, func(*http.Request) string { return "" })(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	for _, c := range []struct {
-		name   string
-		values []string
-		want   int
-	}{
-		{"none", nil, 401},
-		{"good", []string{"Bearer secret"}, 200},
-		{"scheme in another case, spaces", []string{"bearer   secret "}, 200},
-		{"wrong", []string{"Bearer nope"}, 401},
-		{"another scheme", []string{"Basic secret"}, 401},
-		{"no scheme", []string{"secret"}, 401},
-		{"good then bad", []string{"Bearer secret", "Bearer nope"}, 400},
-		{"bad then good", []string{"Bearer nope", "Bearer secret"}, 400},
-		{"good twice", []string{"Bearer secret", "Bearer secret"}, 400},
-	} {
-		req := httptest.NewRequest(http.MethodGet, "/", nil)
-		req.Header["Authorization"] = c.values
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != c.want {
-			t.Errorf("%s: %d, want %d", c.name, rec.Code, c.want)
-		}
-		if rec.Code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
-			t.Errorf("%s: 401 without WWW-Authenticate", c.name)
-		}
 	}
 }
 

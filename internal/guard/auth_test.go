@@ -1,0 +1,45 @@
+package guard_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/bigseg/bigseg/internal/guard"
+)
+
+// TestRequire: one Authorization header naming an accepted token lets a request through;
+// none, a wrong one or another scheme gets 401 with WWW-Authenticate, and more than one header,
+// which a proxy and the server could read differently, 400.
+func TestRequire(t *testing.T) {
+	tok, _ := guard.NewTokens([]string{"secret"}, "", slog.New(slog.DiscardHandler), nil)
+	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
+	h := tok.Require(refuse, func(*http.Request) string { return "" })(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, c := range []struct {
+		name   string
+		values []string
+		want   int
+	}{
+		{"none", nil, 401},
+		{"good", []string{"Bearer secret"}, 200},
+		{"scheme in another case, spaces", []string{"bearer   secret "}, 200},
+		{"wrong", []string{"Bearer nope"}, 401},
+		{"another scheme", []string{"Basic secret"}, 401},
+		{"no scheme", []string{"secret"}, 401},
+		{"good then bad", []string{"Bearer secret", "Bearer nope"}, 400},
+		{"bad then good", []string{"Bearer nope", "Bearer secret"}, 400},
+		{"good twice", []string{"Bearer secret", "Bearer secret"}, 400},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header["Authorization"] = c.values
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, rec.Code, c.want)
+		}
+		if rec.Code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: 401 without WWW-Authenticate", c.name)
+		}
+	}
+}
