@@ -428,6 +428,7 @@ func TestNotes(t *testing.T) {
 		{"defaults", []string{"http://demo-bigseg.bigseg.svc:8080/memberships/<contextKey>", "WARNING: no Redis is configured", "which is empty"}, []string{"Mutual TLS", "limits.memory is not set"}},
 		{"tuned", []string{"loaded from /examples/memberships.json"}, []string{"which is empty"}},
 		{"cluster", nil, []string{"WARNING"}},
+		{"dynamodb", []string{"Store: DynamoDB table launchdarkly-big-segments in eu-west-1"}, []string{"WARNING"}},
 		{"tls", []string{"https://demo-bigseg.bigseg.svc:8080/status", "curl -sk https://", "rediss://demo-bigseg.bigseg.svc:6380."}, []string{"WARNING", "Mutual TLS", "--cert", "token"}},
 		{"mtls", []string{"Mutual TLS", "CA in bigseg-clients-ca", "metrics port (9090)", "--cert client.crt"}, []string{"WARNING"}},
 		{"tokens", []string{"need a token from Secret bigseg-api-tokens"}, []string{"WARNING", "Environments", "Redis-protocol"}},
