@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/internal/redistest"
 )
 
@@ -22,27 +23,33 @@ var (
 
 // exported returns every metric name a real server exports, histogram series included, and
 // the label names of each (le on the _bucket series; job and instance, which Prometheus adds
-// to every target's series, on all).
+// to every target's series, on all): of a server on Redis, and of one on DynamoDB (moto).
 func exported(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": "bigsegtest:deploy:nothing",
-		"BIGSEG_RESP_ADDR": "127.0.0.1:0"})
-	srv.get(t, "/memberships/alice")
 	names := map[string]map[string]bool{}
-	for name, f := range srv.scrape(t) {
-		labels := map[string]bool{"job": true, "instance": true}
-		for _, m := range f.Metric {
-			for _, l := range m.Label {
-				labels[l.GetName()] = true
+	add := func(srv *server) {
+		srv.get(t, "/memberships/alice")
+		for name, f := range srv.scrape(t) {
+			labels := map[string]bool{"job": true, "instance": true}
+			maps.Copy(labels, names[name])
+			for _, m := range f.Metric {
+				for _, l := range m.Label {
+					labels[l.GetName()] = true
+				}
+			}
+			names[name] = labels
+			if f.GetType().String() == "HISTOGRAM" {
+				names[name+"_sum"], names[name+"_count"] = labels, labels
+				names[name+"_bucket"] = maps.Clone(labels)
+				names[name+"_bucket"]["le"] = true
 			}
 		}
-		names[name] = labels
-		if f.GetType().String() == "HISTOGRAM" {
-			names[name+"_sum"], names[name+"_count"] = labels, labels
-			names[name+"_bucket"] = maps.Clone(labels)
-			names[name+"_bucket"]["le"] = true
-		}
 	}
+	add(start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": "bigsegtest:deploy:nothing",
+		"BIGSEG_RESP_ADDR": "127.0.0.1:0"}))
+	_, table := dynamoTable(t)
+	dynamotest.Env(t, dynamotest.Shared(t).URL)
+	add(start(t, map[string]string{"BIGSEG_DYNAMODB_TABLE": table}))
 	return names
 }
 
@@ -117,7 +124,8 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"bigseg_store_available", "bigseg_store_last_synchronized_timestamp_seconds", "bigseg_membership_lookups_total",
-		"bigseg_store_request_duration_seconds_bucket", "bigseg_http_request_duration_seconds_bucket"} {
+		"bigseg_store_request_duration_seconds_bucket", "bigseg_http_request_duration_seconds_bucket",
+		"bigseg_dynamodb_requests_total", "bigseg_dynamodb_consumed_read_capacity_units_total"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("dashboard does not show %s", want)
 		}

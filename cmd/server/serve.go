@@ -69,13 +69,13 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, e
 			a.close()
 		}
 	}()
-	if a.store, err = openStore(ctx, cfg, log); err != nil {
-		return nil, err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	m.BuildInfo(version(), runtime.Version())
+	if a.store, err = openStore(ctx, cfg, log, m); err != nil {
+		return nil, err
+	}
 	if a.store.poolStats != nil {
 		m.WatchRedisPool(a.store.poolStats)
 	}

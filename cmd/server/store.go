@@ -48,15 +48,16 @@ func (o openedStore) respPrefix(i int) string {
 	return redis.DefaultPrefix
 }
 
-// openStore opens the configured stores.
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (openedStore, error) {
+// openStore opens the configured stores; m gets the metrics of the store's client (DynamoDB's
+// requests).
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (openedStore, error) {
 	envs, err := cfg.Served()
 	if err != nil {
 		return openedStore{}, err
 	}
 	switch {
 	case cfg.HasDynamoDB():
-		return openDynamoDBStore(ctx, cfg, envs, log)
+		return openDynamoDBStore(ctx, cfg, envs, log, m)
 	case !cfg.HasRedis():
 		return openMemoryStore(cfg, envs, log)
 	}
@@ -98,10 +99,15 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (opened
 // whatever BIGSEG_LOOKUP_TIMEOUT is.
 const dynamoStatusTimeout = time.Second
 
+// The metrics of DynamoDB's requests observe the client and the stores.
+var _ dynamodb.Observer = (*metrics.DynamoDB)(nil)
+
 // openDynamoDBStore opens the stores of the environments in the table of
-// BIGSEG_DYNAMODB_TABLE, on one client configured by the AWS SDK's own settings.
-func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []config.Environment, log *slog.Logger) (openedStore, error) {
-	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{})
+// BIGSEG_DYNAMODB_TABLE, on one client configured by the AWS SDK's own settings, whose
+// requests m counts.
+func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []config.Environment, log *slog.Logger, m *metrics.Metrics) (openedStore, error) {
+	obs := m.DynamoDB(dynamodb.Operations(), dynamodb.ErrorCodes())
+	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs})
 	if err != nil {
 		return openedStore{}, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %w", err)
 	}
@@ -111,7 +117,8 @@ func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []config.Env
 	}
 	log.Info("using DynamoDB", "store", "dynamodb", "table", cfg.DynamoDBTable, "region", client.Region(),
 		"endpoint", client.Endpoint(), "consistentRead", cfg.DynamoDBConsistentRead, "prefixes", prefixes)
-	ds := dynamodb.NewStores(client, cfg.DynamoDBTable, prefixes, dynamodb.WithConsistentRead(cfg.DynamoDBConsistentRead))
+	ds := dynamodb.NewStores(client, cfg.DynamoDBTable, prefixes, dynamodb.WithConsistentRead(cfg.DynamoDBConsistentRead),
+		dynamodb.WithObserver(obs))
 	stores := make([]segments.Store, len(ds))
 	for i, s := range ds {
 		stores[i] = s

@@ -46,8 +46,9 @@ type projection struct {
 }
 
 // batchGet reads the items of keys (duplicates read once), in BatchGetItem calls of at most
-// 100 keys sent concurrently, and returns what it found of each.
-func batchGet(ctx context.Context, client API, consistent bool, p projection, keys []itemKey) map[itemKey]got {
+// 100 keys sent concurrently, and returns what it found of each; obs, if not nil, is told of
+// the unprocessed keys asked for again.
+func batchGet(ctx context.Context, client API, consistent bool, obs Observer, p projection, keys []itemKey) map[itemKey]got {
 	seen := make(map[itemKey]struct{}, len(keys))
 	unique := make([]itemKey, 0, len(keys))
 	for _, k := range keys {
@@ -62,7 +63,7 @@ func batchGet(ctx context.Context, client API, consistent bool, p projection, ke
 	for start := 0; start < len(unique); start += maxBatchGetKeys {
 		chunk := unique[start:min(start+maxBatchGetKeys, len(unique))]
 		read := func() {
-			r := readChunk(ctx, client, consistent, p, chunk)
+			r := readChunk(ctx, client, consistent, obs, p, chunk)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, g := range r {
@@ -80,7 +81,7 @@ func batchGet(ctx context.Context, client API, consistent bool, p projection, ke
 }
 
 // readChunk reads at most 100 items, asking again for the keys left unprocessed.
-func readChunk(ctx context.Context, client API, consistent bool, p projection, keys []itemKey) map[itemKey]got {
+func readChunk(ctx context.Context, client API, consistent bool, obs Observer, p projection, keys []itemKey) map[itemKey]got {
 	out := make(map[itemKey]got, len(keys))
 	pending := keys
 	for round := 0; ; round++ {
@@ -129,6 +130,9 @@ func readChunk(ctx context.Context, client API, consistent bool, p projection, k
 			fail(out, next, fmt.Errorf("%w after %d tries: %w", ErrUnprocessed, round+1, err))
 			return out
 		}
+		if obs != nil {
+			obs.UnprocessedRetried(len(next))
+		}
 		pending = next
 	}
 }
@@ -175,7 +179,8 @@ func batchGetInput(consistent bool, p projection, keys []itemKey) *awsdynamodb.B
 		ka.Keys = append(ka.Keys, primaryKey(k.namespace, k.key))
 		req[k.table] = ka
 	}
-	return &awsdynamodb.BatchGetItemInput{RequestItems: req}
+	// The capacity consumed comes back in the answer (a few bytes), for the observer.
+	return &awsdynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal}
 }
 
 // primaryKey is the key of the item of namespace and key.

@@ -40,6 +40,9 @@ type ClientOptions struct {
 	// MaxIdleConns is how many idle connections are kept for reuse; 0 means 64, enough for
 	// bigseg's concurrent reads without a TLS handshake each.
 	MaxIdleConns int
+	// Observer, when set, is told of every request the client sends (each attempt), with
+	// its code and duration, and of the read capacity the answers say they consumed.
+	Observer Observer
 }
 
 // Client is the SDK's DynamoDB client, with the HTTP transport it owns.
@@ -91,7 +94,12 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 		})
 	}
 	cfg.RetryMaxAttempts, cfg.RetryMode = 0, "" // the retryer above decides
-	return &Client{Client: awsdynamodb.NewFromConfig(cfg), transport: tr}, nil
+	client := awsdynamodb.NewFromConfig(cfg, func(do *awsdynamodb.Options) {
+		if o.Observer != nil {
+			do.APIOptions = append(do.APIOptions, addObserver(o.Observer))
+		}
+	})
+	return &Client{Client: client, transport: tr}, nil
 }
 
 // Close closes the client's idle connections. The client still works after it (with new

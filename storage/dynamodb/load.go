@@ -152,7 +152,7 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, opts Loa
 	for i, c := range chunk {
 		keys[i] = itemKey{table: s.table, namespace: s.userNS, key: c.Hash}
 	}
-	current := batchGet(ctx, s.client, true, membershipProjection, keys)
+	current := batchGet(ctx, s.client, true, s.observer, membershipProjection, keys)
 	var writes []write
 	for i, c := range chunk {
 		g := current[keys[i]]
@@ -402,7 +402,7 @@ func (s *Store) writeMetadata(ctx context.Context, st *LoadStats, cursor string)
 // replaces.
 func (s *Store) storedCursor(ctx context.Context) (*string, error) {
 	k := itemKey{table: s.table, namespace: s.metaKey, key: s.metaKey}
-	g := batchGet(ctx, s.client, true, metadataProjection, []itemKey{k})[k]
+	g := batchGet(ctx, s.client, true, s.observer, metadataProjection, []itemKey{k})[k]
 	if g.err != nil {
 		return nil, fmt.Errorf("read the stored cursor: %w", g.err)
 	}

@@ -26,6 +26,14 @@
 // synchronizedOn that is not a number of unix milliseconds up to year 9999, a lastVersion
 // that is not a string of at most segments.MaxCursorBytes) fails its context with
 // segments.ErrInvalidData, or the status poll with segments.ErrInvalidMetadata.
+//
+// # Observation
+//
+// An Observer (ClientOptions.Observer, WithObserver) is told of every request the client
+// sends, each attempt of a retried call apart, by operation and ErrorCode, of the read
+// capacity the answers say was consumed (reads ask for it: ReturnConsumedCapacity TOTAL), and
+// of the unprocessed keys asked for again. Its labels come from fixed sets (Operations,
+// ErrorCodes); main counts them in Prometheus, which this package does not import.
 package dynamodb
 
 import (
@@ -72,7 +80,8 @@ type Store struct {
 	userNS     string // the namespace of contexts' items
 	metaKey    string // the namespace and key of the metadata item
 	consistent bool
-	queryPage  int32 // items a page of Load's query, 0 for DynamoDB's 1 MB; tests set it
+	observer   Observer // told of unprocessed keys asked for again; nil for none
+	queryPage  int32    // items a page of Load's query, 0 for DynamoDB's 1 MB; tests set it
 }
 
 var _ segments.Store = (*Store)(nil)
@@ -147,7 +156,7 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 	for i, h := range hashes {
 		keys[i] = itemKey{table: s.table, namespace: s.userNS, key: h}
 	}
-	got := batchGet(ctx, s.client, s.consistent, membershipProjection, keys)
+	got := batchGet(ctx, s.client, s.consistent, s.observer, membershipProjection, keys)
 	for i, k := range keys {
 		g := got[k]
 		if g.err != nil {
@@ -204,7 +213,7 @@ func Metadatas(ctx context.Context, stores ...*Store) []segments.MetadataRead {
 	for i, s := range stores {
 		keys[i] = itemKey{table: s.table, namespace: s.metaKey, key: s.metaKey}
 	}
-	got := batchGet(ctx, stores[0].client, stores[0].consistent, metadataProjection, keys)
+	got := batchGet(ctx, stores[0].client, stores[0].consistent, stores[0].observer, metadataProjection, keys)
 	for i, k := range keys {
 		g := got[k]
 		if g.err != nil {

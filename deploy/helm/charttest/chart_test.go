@@ -64,6 +64,7 @@ func TestValuesFilesCoverTheChart(t *testing.T) {
 		"monitoring":   {"NetworkPolicy", "ServiceMonitor", "PrometheusRule", "ConfigMap/demo-bigseg-dashboard"},
 		"environments": {"NetworkPolicy"},
 		"tls":          {"ServiceMonitor"},
+		"dynamodb":     {"NetworkPolicy"},
 	}
 	for _, name := range sortedKeys(want) {
 		r := render(t, files[name])
@@ -213,6 +214,15 @@ func TestChartRefuses(t *testing.T) {
 		{"RESP TLS without the listener", "tls: {enabled: true, secretName: s, resp: true}", "tls.resp: requires resp.enabled"},
 		{"the RESP port on the API's", "resp: {enabled: true}\nports: {resp: 8080}", "ports.resp: must differ"},
 		{"the RESP port on the metrics'", "resp: {enabled: true}\nports: {resp: 9090}", "ports.resp: must differ"},
+		{"DynamoDB beside a Redis URL", "dynamodb: {table: ld}\nredis: {url: 'redis://r:6379'}", "dynamodb.table: not with redis.url: choose one store"},
+		{"DynamoDB beside Redis Cluster", "dynamodb: {table: ld}\nredis: {cluster: {addrs: [a:1]}}", "dynamodb.table: not with redis.cluster.addrs"},
+		{"DynamoDB beside Sentinel", "dynamodb: {table: ld}\nredis: {sentinel: {addrs: [a:26379], master: m}}", "dynamodb.table: not with redis.sentinel.addrs"},
+		{"the table in config", "config: {BIGSEG_DYNAMODB_TABLE: ld}", "config.BIGSEG_DYNAMODB_TABLE: set it with dynamodb.table"},
+		{"consistency in config", "config: {BIGSEG_DYNAMODB_CONSISTENT_READ: false}", "set it with dynamodb.consistentRead"},
+		{"eventual consistency without a table", "dynamodb: {consistentRead: false}", "dynamodb.consistentRead: only with dynamodb.table"},
+		{"a region without a table", "dynamodb: {region: eu-west-1}", "only with dynamodb.table"},
+		{"consistency not a boolean", "dynamodb: {table: ld, consistentRead: 'no'}", "dynamodb.consistentRead: want true or false"},
+		{"DynamoDB behind egress without HTTPS", "dynamodb: {table: ld}\nnetworkPolicy: {enabled: true, egress: [{ports: [{port: 53, protocol: UDP}]}]}", "allow HTTPS (TCP 443)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -418,6 +428,7 @@ func TestNotes(t *testing.T) {
 		{"defaults", []string{"http://demo-bigseg.bigseg.svc:8080/memberships/<contextKey>", "WARNING: no Redis is configured", "which is empty"}, []string{"Mutual TLS", "limits.memory is not set"}},
 		{"tuned", []string{"loaded from /examples/memberships.json"}, []string{"which is empty"}},
 		{"cluster", nil, []string{"WARNING"}},
+		{"dynamodb", []string{"Store: DynamoDB table launchdarkly-big-segments in eu-west-1"}, []string{"WARNING"}},
 		{"tls", []string{"https://demo-bigseg.bigseg.svc:8080/status", "curl -sk https://", "rediss://demo-bigseg.bigseg.svc:6380."}, []string{"WARNING", "Mutual TLS", "--cert", "token"}},
 		{"mtls", []string{"Mutual TLS", "CA in bigseg-clients-ca", "metrics port (9090)", "--cert client.crt"}, []string{"WARNING"}},
 		{"tokens", []string{"need a token from Secret bigseg-api-tokens"}, []string{"WARNING", "Environments", "Redis-protocol"}},

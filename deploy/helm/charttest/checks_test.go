@@ -173,7 +173,7 @@ func checkSecurity(r *release, _ *facts) []string {
 }
 
 // checkSettingNames: every BIGSEG_* variable the chart sets is one the server reads; other
-// variables are the Go runtime's.
+// variables are the Go runtime's, or the AWS SDK's own (with DynamoDB only).
 func checkSettingNames(r *release, f *facts) []string {
 	var p []string
 	for _, name := range sortedKeys(r.env()) {
@@ -183,8 +183,12 @@ func checkSettingNames(r *release, f *facts) []string {
 				p = append(p, fmt.Sprintf("%s: `server -h` does not list it", name))
 			}
 		case name == "GOMEMLIMIT" || name == "GOMAXPROCS":
+		case name == "AWS_REGION" || name == "AWS_ENDPOINT_URL_DYNAMODB":
+			if _, ok := r.env()["BIGSEG_DYNAMODB_TABLE"]; !ok {
+				p = append(p, fmt.Sprintf("%s: set without BIGSEG_DYNAMODB_TABLE", name))
+			}
 		default:
-			p = append(p, fmt.Sprintf("%s: neither a BIGSEG_ setting nor the Go runtime's", name))
+			p = append(p, fmt.Sprintf("%s: neither a BIGSEG_ setting, the Go runtime's nor the AWS SDK's", name))
 		}
 	}
 	seen := map[string]bool{}

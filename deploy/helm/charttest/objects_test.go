@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
@@ -230,8 +231,27 @@ func checkNetworkPolicy(r *release, _ *facts) []string {
 		if !dns {
 			p = append(p, "egress is restricted without allowing DNS (port 53): Redis names would not resolve")
 		}
+		if _, ok := r.env()["BIGSEG_DYNAMODB_TABLE"]; ok && !egressAllows(np, 443) {
+			p = append(p, "egress is restricted without allowing HTTPS (port 443): DynamoDB would be unreachable")
+		}
 	}
 	return p
+}
+
+// egressAllows reports whether an egress rule of np lets TCP port through (a rule without
+// ports lets every port through).
+func egressAllows(np *networkingv1.NetworkPolicy, port int) bool {
+	for _, rule := range np.Spec.Egress {
+		if len(rule.Ports) == 0 {
+			return true
+		}
+		for _, pp := range rule.Ports {
+			if pp.Port == nil || pp.Port.IntValue() == port {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // alertJobs are the job label values the alert rules select on, e.g. job="bigseg".

@@ -205,6 +205,10 @@ checking the values. The ConfigMap holds exactly this.
 {{- end }}
 {{- if .tls.enabled }}{{ $_ = set $env "BIGSEG_REDIS_TLS" "true" }}{{ end }}
 {{- end }}
+{{- if .Values.dynamodb.table }}
+{{- $_ = set $env "BIGSEG_DYNAMODB_TABLE" .Values.dynamodb.table }}
+{{- $_ = set $env "BIGSEG_DYNAMODB_CONSISTENT_READ" (toString .Values.dynamodb.consistentRead) }}
+{{- end }}
 {{- if .Values.tls.enabled }}
 {{- $_ = set $env "BIGSEG_METRICS_TLS" (toString .Values.tls.metrics) }}
 {{- end }}
@@ -291,7 +295,9 @@ the value at fault.
   "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout"
   "BIGSEG_ENVIRONMENTS" "environments"
   "BIGSEG_RESP_ADDR" "resp.enabled and ports.resp"
-  "BIGSEG_RESP_TLS" "tls.resp" }}
+  "BIGSEG_RESP_TLS" "tls.resp"
+  "BIGSEG_DYNAMODB_TABLE" "dynamodb.table"
+  "BIGSEG_DYNAMODB_CONSISTENT_READ" "dynamodb.consistentRead" }}
 {{- $inClear := dict
   "BIGSEG_REDIS_PASSWORD" "redis.passwordSecret"
   "BIGSEG_REDIS_SENTINEL_PASSWORD" "redis.sentinel.passwordSecret"
@@ -331,6 +337,37 @@ the value at fault.
 {{- end }}
 {{- if and (or .tls.caSecret.name .tls.clientCertSecret.name) (not .tls.enabled) (not (hasPrefix "rediss://" .url)) }}
 {{- fail "redis.tls.enabled: required with redis.tls.caSecret or redis.tls.clientCertSecret (or a rediss:// url)" }}
+{{- end }}
+{{- end }}
+{{- with .Values.dynamodb }}
+{{- if .table }}
+{{- $redis := list }}
+{{- if $.Values.redis.url }}{{ $redis = append $redis "redis.url" }}{{ end }}
+{{- if $.Values.redis.cluster.addrs }}{{ $redis = append $redis "redis.cluster.addrs" }}{{ end }}
+{{- if $.Values.redis.sentinel.addrs }}{{ $redis = append $redis "redis.sentinel.addrs" }}{{ end }}
+{{- if $redis }}
+{{- fail (printf "dynamodb.table: not with %s: choose one store" (join " or " $redis)) }}
+{{- end }}
+{{- if not (kindIs "bool" .consistentRead) }}
+{{- fail (printf "dynamodb.consistentRead: want true or false, not %v" .consistentRead) }}
+{{- end }}
+{{- if and $.Values.networkPolicy.enabled $.Values.networkPolicy.egress }}
+{{- $https := false }}
+{{- range $.Values.networkPolicy.egress }}
+{{- if not .ports }}{{ $https = true }}{{ end }}
+{{- range .ports }}{{ if or (not .port) (eq (toString .port) "443") }}{{ $https = true }}{{ end }}{{ end }}
+{{- end }}
+{{- if and (not $https) (not .endpoint) }}
+{{- fail "networkPolicy.egress: with dynamodb.table, allow HTTPS (TCP 443) to DynamoDB (and STS, for IRSA)" }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- if or .region .endpoint }}
+{{- fail "dynamodb.region and dynamodb.endpoint: only with dynamodb.table" }}
+{{- end }}
+{{- if and (kindIs "bool" .consistentRead) (not .consistentRead) }}
+{{- fail "dynamodb.consistentRead: only with dynamodb.table" }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- with .Values.tls }}
