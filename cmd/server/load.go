@@ -69,17 +69,19 @@ func loadWithClock(ctx context.Context, args []string, cfg config.Config, stdout
 
 	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
 		len(f.Contexts), file, ro.Topology(), ro.Addrs(), prefix)
-	opts := redis.LoadOptions{Replace: flags.replace, BatchSize: flags.batch, SynchronizedOn: synced, Cursor: f.Cursor,
-		Progress: loadProgress(stderr, now)}
-	st, err := redis.New(client, prefix).Load(ctx, f.Contexts, opts)
+	st, err := redis.New(client, prefix).Load(ctx, f.Contexts, loadOptions(f, flags, synced, loadProgress(stderr, now, redisDeletions)))
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
-	warnCursorKept(stderr, f.Cursor, st.CursorChanged, st.Changed())
+	warnCursorKept(stderr, f.Cursor, st)
 	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d sets of unlisted contexts deleted; synchronized_on %d, %s\n",
-		st.Contexts, st.RefsAdded, st.RefsRemoved, st.KeysDeleted, st.SyncedOnMsec,
-		cursorSummary(cursorOutcome{st.Cursor, st.CursorChanged, st.Changed()}, f.Cursor))
+		st.Contexts, st.RefsAdded, st.RefsRemoved, st.Deleted, st.SyncedOnMsec, cursorSummary(st, f.Cursor))
 	return nil
+}
+
+// loadOptions are the options of a load of f, with flags, synchronized at synced.
+func loadOptions(f *fixture.Fixture, flags loadFlags, synced time.Time, progress func(fixture.LoadProgress)) fixture.LoadOptions {
+	return fixture.LoadOptions{Replace: flags.replace, BatchSize: flags.batch, SynchronizedOn: synced, Cursor: f.Cursor, Progress: progress}
 }
 
 // loadDynamoDB writes f into table under prefix, on a client of the AWS SDK's own settings
@@ -93,48 +95,39 @@ func loadDynamoDB(ctx context.Context, table, prefix string, f *fixture.Fixture,
 	defer client.Close()
 	fmt.Fprintf(stderr, "loading %d contexts from %s into DynamoDB table %s (region %s) under prefix %q\n",
 		len(f.Contexts), file, table, client.Region(), prefix)
-	opts := dynamodb.LoadOptions{Replace: flags.replace, BatchSize: flags.batch, SynchronizedOn: synced, Cursor: f.Cursor,
-		Progress: dynamoLoadProgress(stderr, now)}
-	st, err := dynamodb.New(client, table, prefix).Load(ctx, f.Contexts, opts)
+	st, err := dynamodb.New(client, table, prefix).Load(ctx, f.Contexts, loadOptions(f, flags, synced, loadProgress(stderr, now, dynamoDBDeletions)))
 	if err != nil {
 		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
 	}
-	warnCursorKept(stderr, f.Cursor, st.CursorChanged, st.Changed())
+	warnCursorKept(stderr, f.Cursor, st)
 	fmt.Fprintf(stdout, "loaded %d contexts: %d refs added, %d refs removed, %d items of unlisted contexts deleted (and %d empty ones); synchronizedOn %d, %s\n",
-		st.Contexts, st.RefsAdded, st.RefsRemoved, st.ItemsDeleted, st.EmptyItemsDeleted, st.SyncedOnMsec,
-		cursorSummary(cursorOutcome{st.Cursor, st.CursorChanged, st.Changed()}, f.Cursor))
+		st.Contexts, st.RefsAdded, st.RefsRemoved, st.Deleted, st.EmptyDeleted, st.SyncedOnMsec, cursorSummary(st, f.Cursor))
 	return nil
 }
 
 // warnCursorKept warns when the data changed but the file's cursor was stored already.
-func warnCursorKept(stderr io.Writer, fileCursor string, cursorChanged, changed bool) {
-	if fileCursor != "" && !cursorChanged && changed {
+func warnCursorKept(stderr io.Writer, fileCursor string, st fixture.LoadStats) {
+	if fileCursor != "" && !st.CursorChanged && st.Changed() {
 		fmt.Fprintf(stderr, "warning: the data changed, but the file's cursor is the one stored already: running instances keep the answers they cached until they expire\n")
 	}
 }
 
-// cursorOutcome is what a load did to the cursor, of either store.
-type cursorOutcome struct {
-	cursor        string
-	changed, data bool // the cursor was written; the data changed
-}
-
 // cursorSummary says which cursor the load left, and why: whether running instances drop
 // their cached answers depends on it.
-func cursorSummary(st cursorOutcome, fileCursor string) string {
+func cursorSummary(st fixture.LoadStats, fileCursor string) string {
 	switch {
-	case st.changed && fileCursor != "":
-		return fmt.Sprintf("cursor %s (the file's, new)", st.cursor)
-	case st.changed && st.data:
-		return fmt.Sprintf("cursor %s (new: the data changed)", st.cursor)
-	case st.changed:
-		return fmt.Sprintf("cursor %s (new: the stored one was not a valid cursor)", st.cursor)
+	case st.CursorChanged && fileCursor != "":
+		return fmt.Sprintf("cursor %s (the file's, new)", st.Cursor)
+	case st.CursorChanged && st.Changed():
+		return fmt.Sprintf("cursor %s (new: the data changed)", st.Cursor)
+	case st.CursorChanged:
+		return fmt.Sprintf("cursor %s (new: the stored one was not a valid cursor)", st.Cursor)
 	case fileCursor != "":
-		return fmt.Sprintf("cursor %s unchanged (the file's, stored already)", st.cursor)
-	case st.cursor == "":
+		return fmt.Sprintf("cursor %s unchanged (the file's, stored already)", st.Cursor)
+	case st.Cursor == "":
 		return "no cursor, unchanged (nothing changed)"
 	}
-	return fmt.Sprintf("cursor %s unchanged (nothing changed)", st.cursor)
+	return fmt.Sprintf("cursor %s unchanged (nothing changed)", st.Cursor)
 }
 
 // fileProgress returns the progress report of reading then parsing file, which prints it.
@@ -157,38 +150,44 @@ func fileProgress(w io.Writer, now func() time.Time, file string) func(fixture.P
 	}
 }
 
-// loadProgress returns the progress report of writing then deleting, which prints it.
-func loadProgress(w io.Writer, now func() time.Time) func(redis.Progress) {
-	write, del := startMeter(w, now), (*meter)(nil)
-	return func(p redis.Progress) {
-		switch {
-		case p.Phase == redis.Writing && p.Done:
-			write.done("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
-			del = startMeter(w, now)
-		case p.Phase == redis.Writing:
-			write.report("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
-		case p.Done:
-			del.done("deleted %d sets of unlisted contexts (%d keys scanned)", p.KeysDeleted, p.Scanned)
-		default:
-			del.report("deleting sets of unlisted contexts: %d keys scanned, %d deleted", p.Scanned, p.KeysDeleted)
-		}
-	}
+// deletions is how a store's Deleting phase is told: what it deletes, and what it looks at.
+type deletions struct {
+	done, running func(p fixture.LoadProgress) string
 }
 
-// dynamoLoadProgress is loadProgress for DynamoDB, whose deletions are of items.
-func dynamoLoadProgress(w io.Writer, now func() time.Time) func(dynamodb.Progress) {
-	write, del := startMeter(w, now), (*meter)(nil)
-	return func(p dynamodb.Progress) {
+var (
+	redisDeletions = deletions{
+		done: func(p fixture.LoadProgress) string {
+			return fmt.Sprintf("deleted %d sets of unlisted contexts (%d keys scanned)", p.Deleted, p.Scanned)
+		},
+		running: func(p fixture.LoadProgress) string {
+			return fmt.Sprintf("deleting sets of unlisted contexts: %d keys scanned, %d deleted", p.Scanned, p.Deleted)
+		},
+	}
+	dynamoDBDeletions = deletions{
+		done: func(p fixture.LoadProgress) string {
+			return fmt.Sprintf("deleted %d items of unlisted contexts, %d empty ones (%d items queried)", p.Deleted, p.EmptyDeleted, p.Scanned)
+		},
+		running: func(p fixture.LoadProgress) string {
+			return fmt.Sprintf("deleting items of unlisted contexts: %d items queried, %d deleted", p.Scanned, p.Deleted+p.EmptyDeleted)
+		},
+	}
+)
+
+// loadProgress returns the progress report of writing then deleting, which prints it.
+func loadProgress(w io.Writer, now func() time.Time, del deletions) func(fixture.LoadProgress) {
+	write, deleting := startMeter(w, now), (*meter)(nil)
+	return func(p fixture.LoadProgress) {
 		switch {
-		case p.Phase == dynamodb.Writing && p.Done:
+		case p.Phase == fixture.Writing && p.Done:
 			write.done("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
-			del = startMeter(w, now)
-		case p.Phase == dynamodb.Writing:
+			deleting = startMeter(w, now)
+		case p.Phase == fixture.Writing:
 			write.report("loaded %d/%d contexts (%d refs added, %d removed)", p.Contexts, p.Total, p.RefsAdded, p.RefsRemoved)
 		case p.Done:
-			del.done("deleted %d items of unlisted contexts, %d empty ones (%d items queried)", p.ItemsDeleted, p.EmptyItemsDeleted, p.Scanned)
+			deleting.done("%s", del.done(p))
 		default:
-			del.report("deleting items of unlisted contexts: %d items queried, %d deleted", p.Scanned, p.ItemsDeleted+p.EmptyItemsDeleted)
+			deleting.report("%s", del.running(p))
 		}
 	}
 }

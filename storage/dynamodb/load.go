@@ -1,16 +1,12 @@
 package dynamodb
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,123 +17,36 @@ import (
 	"github.com/bigseg/bigseg/storage/fixture"
 )
 
-// LoadOptions tune Load.
-type LoadOptions struct {
-	// Replace makes the table match the contexts given: each given context's sets become the
-	// ones given, and the items of every context under the prefix that is not given are
-	// deleted. Without it, Load only adds.
-	Replace bool
-	// SynchronizedOn is written as the synchronization time once every context is written;
-	// the zero time is written as 0, never synchronized.
-	SynchronizedOn time.Time
-	// Cursor is the data's version, written as lastVersion with the synchronization time so
-	// that every instance reading the table sees the load as a change at its next poll (and
-	// drops its cached answers), unless it is the stored one already. Empty means a new one,
-	// "load-<unix ms>-<random>", if the load changed anything, and the stored one kept if it
-	// did not.
-	Cursor string
-	// BatchSize is how many contexts are read, then written, at a time; 0 means 1000.
-	BatchSize int
-	// Writers is how many UpdateItem calls are in flight at once; 0 means 8.
-	Writers int
-	// Progress, when set, is told how far Load has got: after each batch while Writing, after
-	// each page of items queried and each BatchWriteItem of deletions while Deleting, with
-	// Done on the last report of each phase. It is called on the loading goroutine, so it
-	// should be quick; throttling what it shows is its own business.
-	Progress func(Progress)
-}
+// loadWriters is how many UpdateItem calls a load has in flight at once.
+const loadWriters = 8
 
-// LoadStats counts what Load did.
-type LoadStats struct {
-	Contexts    int // contexts written
-	RefsAdded   int // refs added to sets (already present ones are not counted)
-	RefsRemoved int // refs removed from listed contexts (Replace)
-	// ItemsDeleted counts the items of unlisted contexts that held refs, deleted (Replace);
-	// EmptyItemsDeleted, those that held none (the Relay Proxy leaves an item whose sets it
-	// emptied), which changes no membership.
-	ItemsDeleted, EmptyItemsDeleted int
-	SyncedOnMsec                    int64
-	// Cursor is the cursor stored once Load is done ("" for none), and CursorChanged says
-	// whether Load wrote it: when it did, running instances drop their cached answers.
-	Cursor        string
-	CursorChanged bool
-}
-
-// Changed says whether Load changed any membership.
-func (st LoadStats) Changed() bool { return st.RefsAdded+st.RefsRemoved+st.ItemsDeleted > 0 }
-
-// Phase is a phase of Load, as Progress tells it.
-type Phase int
-
-const (
-	// Writing writes the contexts given, a batch at a time.
-	Writing Phase = iota
-	// Deleting (Replace only) queries the items of contexts under the prefix, and deletes
-	// those of the contexts not given.
-	Deleting
-)
-
-// Progress is how far Load has got, as LoadOptions.Progress is told.
-type Progress struct {
-	Phase Phase
-	// Done is set on the last report of a phase, once the phase has succeeded.
-	Done bool
-	// Total is how many contexts were given.
-	Total int
-	// Scanned counts the items Deleting has looked at.
-	Scanned int
-	// LoadStats counts what has been done so far (its Cursor and SyncedOnMsec are not set yet).
-	LoadStats
-}
-
-// Load writes contexts in LaunchDarkly's layout, then the synchronization time and, if the
-// data changed, a cursor, for demos, tests and migrations. It is idempotent, and a load that
-// changes nothing keeps the cursor, so that running instances keep their cached answers.
+// Load writes contexts into the table in LaunchDarkly's layout (see fixture.Load).
 //
 // Each batch is read first (strongly consistent), so that only contexts that change are
 // written, each with one UpdateItem: ADD of the refs it lacks, or with Replace, SET of its
 // sets as given (REMOVE of a set given empty), so a reader sees a context's old sets or its
-// new ones, never a mix. The cursor is written after every context, in one UpdateItem with
-// the synchronization time: no instance sees the new cursor before the data it stands for.
-func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadOptions) (LoadStats, error) {
-	batch := opts.BatchSize
-	if batch <= 0 {
-		batch = 1000
-	}
-	report := func(p Progress) {
-		if opts.Progress != nil {
-			p.Total = len(contexts)
-			opts.Progress(p)
-		}
-	}
-	var st LoadStats
-	listed := make(map[string]struct{}, len(contexts))
-	for start := 0; start < len(contexts); start += batch {
-		chunk := contexts[start:min(start+batch, len(contexts))]
-		if err := s.loadBatch(ctx, chunk, opts, &st); err != nil {
-			return st, err
-		}
-		for _, c := range chunk {
-			listed[c.Hash] = struct{}{}
-		}
-		st.Contexts += len(chunk)
-		report(Progress{Phase: Writing, Done: st.Contexts == len(contexts), LoadStats: st})
-	}
-	if len(contexts) == 0 {
-		report(Progress{Phase: Writing, Done: true})
-	}
-	if opts.Replace {
-		err := s.deleteUnlisted(ctx, listed, &st, func(scanned int, done bool) {
-			report(Progress{Phase: Deleting, Done: done, Scanned: scanned, LoadStats: st})
-		})
-		if err != nil {
-			return st, err
-		}
-	}
-	if !opts.SynchronizedOn.IsZero() {
-		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
-	}
-	return st, s.writeMetadata(ctx, &st, opts.Cursor)
+// new ones, never a mix. With Replace, the items of unlisted contexts are queried a page at a
+// time and deleted with BatchWriteItem. The cursor is written after every context, in one
+// UpdateItem with the synchronization time.
+func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts fixture.LoadOptions) (fixture.LoadStats, error) {
+	return fixture.Load(ctx, loader{s}, contexts, opts)
+}
+
+// loader is a Store as fixture.Load writes into it.
+type loader struct{ s *Store }
+
+func (l loader) WriteBatch(ctx context.Context, batch []fixture.Context, replace bool, st *fixture.LoadStats) error {
+	return l.s.loadBatch(ctx, batch, replace, st)
+}
+
+func (l loader) DeleteUnlisted(ctx context.Context, listed map[string]struct{}, st *fixture.LoadStats, progress func(scanned int, done bool)) error {
+	return l.s.deleteUnlisted(ctx, listed, st, progress)
+}
+
+func (l loader) StoredCursor(ctx context.Context) (*string, error) { return l.s.storedCursor(ctx) }
+
+func (l loader) WriteMetadata(ctx context.Context, syncedOnMsec int64, cursor string, cursorChanged bool) error {
+	return l.s.writeMetadata(ctx, syncedOnMsec, cursor, cursorChanged)
 }
 
 // write is one context's update, with the refs it adds and removes.
@@ -147,7 +56,7 @@ type write struct {
 }
 
 // loadBatch reads the contexts of chunk, then writes those that change.
-func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, opts LoadOptions, st *LoadStats) error {
+func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *fixture.LoadStats) error {
 	keys := make([]itemKey, len(chunk))
 	for i, c := range chunk {
 		keys[i] = itemKey{table: s.table, namespace: s.userNS, key: c.Hash}
@@ -159,7 +68,7 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, opts Loa
 		if g.err != nil {
 			return fmt.Errorf("read current memberships: %w", g.err)
 		}
-		w, err := s.contextWrite(c, g.attrs, opts.Replace)
+		w, err := s.contextWrite(c, g.attrs, replace)
 		if err != nil {
 			return err
 		}
@@ -168,7 +77,7 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, opts Loa
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cmp.Or(max(opts.Writers, 0), 8))
+	g.SetLimit(loadWriters)
 	var mu sync.Mutex
 	for _, w := range writes {
 		g.Go(func() error {
@@ -271,7 +180,7 @@ const maxBatchWriteItems = 25
 // deleteUnlisted deletes the items of every context under the prefix that is not in listed,
 // querying them a page at a time, and reports the items queried after each page and each
 // BatchWriteItem of deletions, then once more with done once all are deleted.
-func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, st *LoadStats, report func(scanned int, done bool)) error {
+func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, st *fixture.LoadStats, report func(scanned int, done bool)) error {
 	scanned, in := 0, s.contextsQuery()
 	var stale []map[string]types.AttributeValue
 	var staleFull int // how many of stale held refs
@@ -279,8 +188,8 @@ func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, 
 		if err := s.deleteItems(ctx, stale); err != nil {
 			return err
 		}
-		st.ItemsDeleted += staleFull
-		st.EmptyItemsDeleted += len(stale) - staleFull
+		st.Deleted += staleFull
+		st.EmptyDeleted += len(stale) - staleFull
 		stale, staleFull = stale[:0], 0
 		report(scanned, false)
 		return nil
@@ -366,30 +275,18 @@ func (s *Store) deleteItems(ctx context.Context, keys []map[string]types.Attribu
 	return nil
 }
 
-// writeMetadata writes the cursor (the one given, or a new one when the load changed anything
-// and none was given) and the synchronization time of st, in one UpdateItem.
-func (s *Store) writeMetadata(ctx context.Context, st *LoadStats, cursor string) error {
-	stored, err := s.storedCursor(ctx)
-	if err != nil {
-		return err
-	}
-	st.Cursor = cursor
-	switch {
-	case st.Cursor == "" && !st.Changed() && stored != nil:
-		st.Cursor = *stored // nothing to tell the instances
-	case st.Cursor == "":
-		st.Cursor = newCursor()
-	}
-	st.CursorChanged = stored == nil || st.Cursor != *stored
+// writeMetadata writes the synchronization time and, if it changed, the cursor, in one
+// UpdateItem.
+func (s *Store) writeMetadata(ctx context.Context, syncedOnMsec int64, cursor string, cursorChanged bool) error {
 	in := &awsdynamodb.UpdateItemInput{TableName: &s.table, Key: primaryKey(s.metaKey, s.metaKey),
 		UpdateExpression:          aws.String("SET #s = :s"),
 		ExpressionAttributeNames:  map[string]string{"#s": attrSynchronizedOn},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: strconv.FormatInt(st.SyncedOnMsec, 10)}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: strconv.FormatInt(syncedOnMsec, 10)}},
 	}
-	if st.CursorChanged {
+	if cursorChanged {
 		in.UpdateExpression = aws.String("SET #s = :s, #v = :v")
 		in.ExpressionAttributeNames["#v"] = attrLastVersion
-		in.ExpressionAttributeValues[":v"] = &types.AttributeValueMemberS{Value: st.Cursor}
+		in.ExpressionAttributeValues[":v"] = &types.AttributeValueMemberS{Value: cursor}
 	}
 	if _, err := s.client.UpdateItem(ctx, in); err != nil {
 		return fmt.Errorf("write metadata %s: %w", s.metaKey, err)
@@ -415,12 +312,4 @@ func (s *Store) storedCursor(ctx context.Context) (*string, error) {
 		return &sv.Value, nil
 	}
 	return nil, nil
-}
-
-// newCursor makes up a version for a load: when, and a random part, so that two loads in the
-// same millisecond still differ.
-func newCursor() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("load-%d-%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }

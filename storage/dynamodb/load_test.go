@@ -65,15 +65,15 @@ func TestLoad(t *testing.T) {
 		ctxOf("bob", nil, []string{"a.g1"}),
 		ctxOf("carol", []string{"a.g1"}, nil),
 	}
-	var progress []dynamodb.Progress
-	st, err := store.Load(ctx, first, dynamodb.LoadOptions{SynchronizedOn: synced, BatchSize: 2,
-		Progress: func(p dynamodb.Progress) { progress = append(progress, p) }})
+	var progress []fixture.LoadProgress
+	st, err := store.Load(ctx, first, fixture.LoadOptions{SynchronizedOn: synced, BatchSize: 2,
+		Progress: func(p fixture.LoadProgress) { progress = append(progress, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProgress := []dynamodb.Progress{
-		{Phase: dynamodb.Writing, Total: 3, LoadStats: dynamodb.LoadStats{Contexts: 2, RefsAdded: 4}},
-		{Phase: dynamodb.Writing, Total: 3, Done: true, LoadStats: dynamodb.LoadStats{Contexts: 3, RefsAdded: 5}},
+	wantProgress := []fixture.LoadProgress{
+		{Phase: fixture.Writing, Total: 3, LoadStats: fixture.LoadStats{Contexts: 2, RefsAdded: 4}},
+		{Phase: fixture.Writing, Total: 3, Done: true, LoadStats: fixture.LoadStats{Contexts: 3, RefsAdded: 5}},
 	}
 	if diff := cmp.Diff(wantProgress, progress); st.Contexts != 3 || st.RefsAdded != 5 || diff != "" {
 		t.Errorf("first load: %+v, progress (-want +got):\n%s", st, diff)
@@ -91,13 +91,13 @@ func TestLoad(t *testing.T) {
 	}
 
 	// Idempotent.
-	if st, err := store.Load(ctx, first, dynamodb.LoadOptions{SynchronizedOn: synced}); err != nil || st.Changed() || st.CursorChanged {
+	if st, err := store.Load(ctx, first, fixture.LoadOptions{SynchronizedOn: synced}); err != nil || st.Changed() || st.CursorChanged {
 		t.Errorf("second load: %+v, %v; want nothing changed", st, err)
 	}
 
 	// Without Replace, a load only adds.
 	second := []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil), ctxOf("dave", []string{"d.g1"}, nil)}
-	if _, err := store.Load(ctx, second, dynamodb.LoadOptions{SynchronizedOn: synced}); err != nil {
+	if _, err := store.Load(ctx, second, fixture.LoadOptions{SynchronizedOn: synced}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, store, []string{"alice", "bob"}); len(got["alice"]) != 3 || len(got["bob"]) != 1 {
@@ -109,11 +109,11 @@ func TestLoad(t *testing.T) {
 	_, cur := metadataItem(t, c, table, store)
 	dynamotest.Patch(t, c, table, p, cur, cur+"+1", []dynamotest.Change{{Hash: segments.Hash("emptied"), AddIncluded: []string{"x.g1"}}})
 	dynamotest.Patch(t, c, table, p, cur+"+1", cur+"+2", []dynamotest.Change{{Hash: segments.Hash("emptied"), RemoveIncluded: []string{"x.g1"}}})
-	st, err = store.Load(ctx, second, dynamodb.LoadOptions{SynchronizedOn: synced.Add(time.Hour), Replace: true})
+	st, err = store.Load(ctx, second, fixture.LoadOptions{SynchronizedOn: synced.Add(time.Hour), Replace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.RefsRemoved != 2 || st.ItemsDeleted != 2 || st.EmptyItemsDeleted != 1 { // alice's b.g1 and c.g1; bob's and carol's items; emptied's
+	if st.RefsRemoved != 2 || st.Deleted != 2 || st.EmptyDeleted != 1 { // alice's b.g1 and c.g1; bob's and carol's items; emptied's
 		t.Errorf("replace: %+v, want 2 refs removed, 2 items deleted and 1 empty one", st)
 	}
 	want = map[string]map[string]bool{
@@ -140,10 +140,10 @@ func TestLoadOverWrongTypes(t *testing.T) {
 	item["included"] = &types.AttributeValueMemberS{Value: "a.g1"}
 	dynamotest.Put(t, c, table, item)
 	alice := []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil)}
-	if _, err := store.Load(ctx, alice, dynamodb.LoadOptions{}); err == nil || !strings.Contains(err.Error(), "Replace") {
+	if _, err := store.Load(ctx, alice, fixture.LoadOptions{}); err == nil || !strings.Contains(err.Error(), "Replace") {
 		t.Errorf("add-only load over a string: %v, want an error", err)
 	}
-	if _, err := store.Load(ctx, alice, dynamodb.LoadOptions{Replace: true}); err != nil {
+	if _, err := store.Load(ctx, alice, fixture.LoadOptions{Replace: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, store, []string{"alice"}); !got["alice"]["a.g1"] {
@@ -175,19 +175,19 @@ func TestLoadCursor(t *testing.T) {
 		name     string
 		before   func()
 		contexts []fixture.Context
-		opts     dynamodb.LoadOptions
+		opts     fixture.LoadOptions
 		want     string
 	}{
 		{name: "nothing into nothing writes no cursor", want: none},
 		{name: "first load", contexts: []fixture.Context{alice("a.g1"), bob}, want: made},
 		{name: "the same again", contexts: []fixture.Context{alice("a.g1"), bob}, want: unchanged},
 		{name: "a subset, adding only", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
-		{name: "the same with replace", contexts: []fixture.Context{alice("a.g1"), bob}, opts: dynamodb.LoadOptions{Replace: true}, want: unchanged},
+		{name: "the same with replace", contexts: []fixture.Context{alice("a.g1"), bob}, opts: fixture.LoadOptions{Replace: true}, want: unchanged},
 		{name: "a ref added", contexts: []fixture.Context{alice("a.g1", "a.g2")}, want: made},
-		{name: "replace removing a ref", contexts: []fixture.Context{alice("a.g1"), bob}, opts: dynamodb.LoadOptions{Replace: true}, want: made},
-		{name: "replace deleting an unlisted context", contexts: []fixture.Context{alice("a.g1")}, opts: dynamodb.LoadOptions{Replace: true}, want: made},
-		{name: "the file's cursor, new", contexts: []fixture.Context{alice("a.g1")}, opts: dynamodb.LoadOptions{Cursor: "v9"}, want: "v9"},
-		{name: "the file's cursor, stored already", contexts: []fixture.Context{alice("a.g1")}, opts: dynamodb.LoadOptions{Cursor: "v9"}, want: unchanged},
+		{name: "replace removing a ref", contexts: []fixture.Context{alice("a.g1"), bob}, opts: fixture.LoadOptions{Replace: true}, want: made},
+		{name: "replace deleting an unlisted context", contexts: []fixture.Context{alice("a.g1")}, opts: fixture.LoadOptions{Replace: true}, want: made},
+		{name: "the file's cursor, new", contexts: []fixture.Context{alice("a.g1")}, opts: fixture.LoadOptions{Cursor: "v9"}, want: "v9"},
+		{name: "the file's cursor, stored already", contexts: []fixture.Context{alice("a.g1")}, opts: fixture.LoadOptions{Cursor: "v9"}, want: unchanged},
 		{name: "no cursor, nothing changed, after the file's", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
 		{name: "a stored cursor too long to be one is replaced",
 			before:   func() { setCursor(&types.AttributeValueMemberS{Value: strings.Repeat("c", segments.MaxCursorBytes+1)}) },
@@ -248,32 +248,32 @@ func TestLoadProgress(t *testing.T) {
 		changes = append(changes, dynamotest.Change{Hash: segments.Hash("gone-" + strconv.Itoa(i)), AddIncluded: []string{"a.g1"}, AddExcluded: []string{"b.g1"}})
 	}
 	dynamotest.Patch(t, c, table, "", "", "v1", changes)
-	var reports []dynamodb.Progress
-	st, err := store.Load(ctx, contexts, dynamodb.LoadOptions{Replace: true, BatchSize: 50,
-		Progress: func(p dynamodb.Progress) { reports = append(reports, p) }})
+	var reports []fixture.LoadProgress
+	st, err := store.Load(ctx, contexts, fixture.LoadOptions{Replace: true, BatchSize: 50,
+		Progress: func(p fixture.LoadProgress) { reports = append(reports, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Contexts != listed || st.ItemsDeleted != unlisted {
+	if st.Contexts != listed || st.Deleted != unlisted {
 		t.Fatalf("load: %+v, want %d contexts written, %d items deleted", st, listed, unlisted)
 	}
-	byPhase := map[dynamodb.Phase][]dynamodb.Progress{}
+	byPhase := map[fixture.LoadPhase][]fixture.LoadProgress{}
 	for i, p := range reports {
 		if i > 0 && p.Phase < reports[i-1].Phase {
 			t.Fatalf("report %d: %+v after %+v", i, p, reports[i-1])
 		}
 		byPhase[p.Phase] = append(byPhase[p.Phase], p)
 	}
-	writing, deleting := byPhase[dynamodb.Writing], byPhase[dynamodb.Deleting]
+	writing, deleting := byPhase[fixture.Writing], byPhase[fixture.Deleting]
 	if len(writing) != listed/50 || len(deleting) < 3 {
 		t.Fatalf("%d reports while writing, want %d; %d while deleting, want a few", len(writing), listed/50, len(deleting))
 	}
-	for _, phase := range [][]dynamodb.Progress{writing, deleting} {
+	for _, phase := range [][]fixture.LoadProgress{writing, deleting} {
 		for i, p := range phase {
 			if last := i == len(phase)-1; p.Done != last || p.Total != listed {
 				t.Errorf("report %d of %d: %+v, want Done on the last only, Total %d", i+1, len(phase), p, listed)
 			}
-			if i > 0 && (p.Contexts < phase[i-1].Contexts || p.Scanned < phase[i-1].Scanned || p.ItemsDeleted < phase[i-1].ItemsDeleted) {
+			if i > 0 && (p.Contexts < phase[i-1].Contexts || p.Scanned < phase[i-1].Scanned || p.Deleted < phase[i-1].Deleted) {
 				t.Errorf("report %d: %+v after %+v: counts went back", i+1, p, phase[i-1])
 			}
 		}
@@ -282,12 +282,12 @@ func TestLoadProgress(t *testing.T) {
 		t.Errorf("the 2nd report while writing: %+v, want 100 contexts, 100 refs added", w)
 	}
 	end := deleting[len(deleting)-1]
-	if end.Scanned != listed+unlisted || end.ItemsDeleted != unlisted {
+	if end.Scanned != listed+unlisted || end.Deleted != unlisted {
 		t.Errorf("the last report while deleting: %+v, want %d items scanned, %d deleted", end, listed+unlisted, unlisted)
 	}
 	midway := false
 	for _, p := range deleting {
-		midway = midway || (p.ItemsDeleted > 0 && p.ItemsDeleted < unlisted)
+		midway = midway || (p.Deleted > 0 && p.Deleted < unlisted)
 	}
 	if !midway {
 		t.Error("no report while deleting counts some of the deletions but not all")

@@ -15,6 +15,7 @@ import (
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/internal/storetest"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -115,7 +116,7 @@ func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
 	contexts, hashes, want := contextsOf(300)
 	store := redis.New(client, "launchdarkly")
 	ctx := context.Background()
-	if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+	if _, err := store.Load(ctx, contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	onVictim := map[string]bool{}

@@ -2,14 +2,11 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,150 +14,50 @@ import (
 	"github.com/bigseg/bigseg/storage/fixture"
 )
 
-// LoadOptions tune Load.
-type LoadOptions struct {
-	// Replace makes Redis match the contexts given: refs they no longer list are removed, and
-	// so are the sets of every context under the prefix that is not given. Without it, Load
-	// only adds.
-	Replace bool
-	// SynchronizedOn is written as the synchronization time once every context is written;
-	// the zero time is written as 0, never synchronized.
-	SynchronizedOn time.Time
-	// Cursor is the data's version, written with the synchronization time so that every
-	// instance reading the store sees the load as a change at its next poll (and drops its
-	// cached answers), unless it is the stored one already. Empty means a new one,
-	// "load-<unix ms>-<random>", if the load changed anything, and the stored one kept if it
-	// did not.
-	Cursor string
-	// BatchSize is how many contexts go in one pipeline; 0 means 1000.
-	BatchSize int
-	// Progress, when set, is told how far Load has got: after each batch while Writing,
-	// after each page of keys scanned and each pipeline of deletions while Deleting, with Done
-	// on the last report of each phase. It is called on the loading goroutines one at a time,
-	// so it should be quick; throttling what it shows is its own business.
-	Progress func(Progress)
+// Load writes contexts into Redis in the LaunchDarkly Big Segments layout (see fixture.Load),
+// in pipelines of opts.BatchSize contexts. Nothing relies on transactions, which Redis
+// Cluster cannot run across slots (a context's two sets are in different slots): additions are
+// written before removals, so a reader during a load sees a context's old refs, its new ones,
+// or both, never neither. With Replace, unlisted contexts' sets are found by SCAN, on every
+// master of a cluster.
+func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts fixture.LoadOptions) (fixture.LoadStats, error) {
+	return fixture.Load(ctx, loader{s}, contexts, opts)
 }
 
-// LoadStats counts what Load did.
-type LoadStats struct {
-	Contexts     int // contexts written
-	RefsAdded    int // refs added to sets (already present ones are not counted)
-	RefsRemoved  int // refs removed from listed contexts (Replace)
-	KeysDeleted  int // sets of unlisted contexts deleted (Replace)
-	SyncedOnMsec int64
-	// Cursor is the cursor stored once Load is done ("" for none), and CursorChanged says
-	// whether Load wrote it: when it did, running instances drop their cached answers.
-	Cursor        string
-	CursorChanged bool
+// loader is a Store as fixture.Load writes into it.
+type loader struct{ s *Store }
+
+func (l loader) WriteBatch(ctx context.Context, batch []fixture.Context, replace bool, st *fixture.LoadStats) error {
+	return l.s.loadBatch(ctx, batch, replace, st)
 }
 
-// Changed says whether Load changed any membership.
-func (st LoadStats) Changed() bool { return st.RefsAdded+st.RefsRemoved+st.KeysDeleted > 0 }
-
-// Phase is a phase of Load, as Progress tells it.
-type Phase int
-
-const (
-	// Writing writes the contexts given, a batch at a time: their refs are added and, with
-	// Replace, the refs they no longer list are removed.
-	Writing Phase = iota
-	// Deleting (Replace only) scans the keys under the prefix, and deletes the sets of the
-	// contexts not given.
-	Deleting
-)
-
-// Progress is how far Load has got, as LoadOptions.Progress is told.
-type Progress struct {
-	Phase Phase
-	// Done is set on the last report of a phase, once the phase has succeeded.
-	Done bool
-	// Total is how many contexts were given.
-	Total int
-	// Scanned counts the keys Deleting has looked at.
-	Scanned int
-	// LoadStats counts what has been done so far (its Cursor and SyncedOnMsec are not set yet).
-	LoadStats
+func (l loader) DeleteUnlisted(ctx context.Context, listed map[string]struct{}, st *fixture.LoadStats, progress func(scanned int, done bool)) error {
+	return l.s.deleteUnlisted(ctx, listed, func(scanned, deleted int, done bool) {
+		st.Deleted = deleted
+		progress(scanned, done)
+	})
 }
 
-// Load writes contexts in the LaunchDarkly Big Segments layout, then the synchronization
-// time and, if the data changed, a cursor, for demos, tests and migrations. It is idempotent,
-// and a load that changes nothing keeps the cursor, so that running instances keep their
-// cached answers. Nothing relies on transactions, which Redis Cluster cannot run across slots
-// (a context's two sets are in different slots): additions are written before removals, so a
-// reader during a load sees a context's old refs, its new ones, or both, never neither.
-func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts LoadOptions) (LoadStats, error) {
-	batch := opts.BatchSize
-	if batch <= 0 {
-		batch = 1000
-	}
-	report := func(p Progress) {
-		if opts.Progress != nil {
-			p.Total = len(contexts)
-			opts.Progress(p)
-		}
-	}
-	var st LoadStats
-	listed := make(map[string]struct{}, len(contexts))
-	for start := 0; start < len(contexts); start += batch {
-		chunk := contexts[start:min(start+batch, len(contexts))]
-		if err := s.loadBatch(ctx, chunk, opts.Replace, &st); err != nil {
-			return st, err
-		}
-		for _, c := range chunk {
-			listed[c.Hash] = struct{}{}
-		}
-		st.Contexts += len(chunk)
-		report(Progress{Phase: Writing, Done: st.Contexts == len(contexts), LoadStats: st})
-	}
-	if len(contexts) == 0 {
-		report(Progress{Phase: Writing, Done: true})
-	}
-	if opts.Replace {
-		err := s.deleteUnlisted(ctx, listed, func(scanned, deleted int, done bool) {
-			st.KeysDeleted = deleted
-			report(Progress{Phase: Deleting, Done: done, Scanned: scanned, LoadStats: st})
-		})
-		if err != nil {
-			return st, err
-		}
-	}
-	if !opts.SynchronizedOn.IsZero() {
-		st.SyncedOnMsec = opts.SynchronizedOn.UnixMilli()
-	}
-	return st, s.writeMetadata(ctx, &st, opts.Cursor)
-}
+func (l loader) StoredCursor(ctx context.Context) (*string, error) { return l.s.storedCursor(ctx) }
 
-// writeMetadata writes the cursor (the one given, or a new one when the load changed anything and
-// none was given) and the synchronization time of st.
-func (s *Store) writeMetadata(ctx context.Context, st *LoadStats, cursor string) error {
-	stored, err := s.storedCursor(ctx)
-	if err != nil {
-		return err
-	}
-	st.Cursor = cursor
-	switch {
-	case st.Cursor == "" && !st.Changed() && stored != nil:
-		st.Cursor = *stored // nothing to tell the instances
-	case st.Cursor == "":
-		st.Cursor = newCursor()
-	}
-	st.CursorChanged = stored == nil || st.Cursor != *stored
-	syncedOn := strconv.FormatInt(st.SyncedOnMsec, 10)
-	if !st.CursorChanged {
+// WriteMetadata writes the synchronization time and, if it changed, the cursor: one MULTI/EXEC,
+// but on a cluster, where the two keys are in different slots unless the prefix is
+// hash-tagged, a pipeline.
+func (l loader) WriteMetadata(ctx context.Context, syncedOnMsec int64, cursor string, cursorChanged bool) error {
+	s := l.s
+	syncedOn := strconv.FormatInt(syncedOnMsec, 10)
+	if !cursorChanged {
 		if err := s.client.Set(ctx, s.syncedOnKey, syncedOn, 0).Err(); err != nil {
 			return fmt.Errorf("set %s: %w", s.syncedOnKey, err)
 		}
 		return nil
 	}
-	// After every context: no instance sees the new cursor before the data it stands for.
-	// One MULTI/EXEC, but on a cluster, where the two keys are in different slots unless the
-	// prefix is hash-tagged: there, a pipeline.
 	write := s.client.TxPipelined
 	if _, cluster := s.client.(*goredis.ClusterClient); cluster {
 		write = s.client.Pipelined
 	}
-	_, err = write(ctx, func(p goredis.Pipeliner) error {
-		p.Set(ctx, s.cursorKey, st.Cursor, 0)
+	_, err := write(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, s.cursorKey, cursor, 0)
 		p.Set(ctx, s.syncedOnKey, syncedOn, 0)
 		return nil
 	})
@@ -186,15 +83,9 @@ func (s *Store) storedCursor(ctx context.Context) (*string, error) {
 	return &v, nil
 }
 
-// newCursor makes up a version for a load: when, and a random part, so that two loads in the
-// same millisecond still differ.
-func newCursor() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("load-%d-%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
-}
-
-func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *LoadStats) error {
+// loadBatch writes the contexts of chunk in one pipeline (reading their sets first, with
+// replace, to know what to remove).
+func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *fixture.LoadStats) error {
 	// With Replace, read what is there first, to know what to remove.
 	var current []*goredis.StringSliceCmd
 	if replace {

@@ -52,15 +52,15 @@ func TestLoad(t *testing.T) {
 		ctxOf("bob", nil, []string{"a.g1"}),
 		ctxOf("carol", []string{"a.g1"}, nil),
 	}
-	var progress []redis.Progress
-	st, err := store.Load(ctx, first, redis.LoadOptions{SynchronizedOn: synced, BatchSize: 2,
-		Progress: func(p redis.Progress) { progress = append(progress, p) }})
+	var progress []fixture.LoadProgress
+	st, err := store.Load(ctx, first, fixture.LoadOptions{SynchronizedOn: synced, BatchSize: 2,
+		Progress: func(p fixture.LoadProgress) { progress = append(progress, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantProgress := []redis.Progress{
-		{Phase: redis.Writing, Total: 3, LoadStats: redis.LoadStats{Contexts: 2, RefsAdded: 4}},
-		{Phase: redis.Writing, Total: 3, Done: true, LoadStats: redis.LoadStats{Contexts: 3, RefsAdded: 5}},
+	wantProgress := []fixture.LoadProgress{
+		{Phase: fixture.Writing, Total: 3, LoadStats: fixture.LoadStats{Contexts: 2, RefsAdded: 4}},
+		{Phase: fixture.Writing, Total: 3, Done: true, LoadStats: fixture.LoadStats{Contexts: 3, RefsAdded: 5}},
 	}
 	if diff := cmp.Diff(wantProgress, progress); st.Contexts != 3 || st.RefsAdded != 5 || diff != "" {
 		t.Errorf("first load: %+v, progress (-want +got):\n%s", st, diff)
@@ -78,14 +78,14 @@ func TestLoad(t *testing.T) {
 	}
 
 	// Idempotent.
-	st, err = store.Load(ctx, first, redis.LoadOptions{SynchronizedOn: synced})
+	st, err = store.Load(ctx, first, fixture.LoadOptions{SynchronizedOn: synced})
 	if err != nil || st.RefsAdded != 0 {
 		t.Errorf("second load: %+v, %v; want nothing added", st, err)
 	}
 
 	// Without --replace, a load only adds.
 	second := []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil), ctxOf("dave", []string{"d.g1"}, nil)}
-	if _, err := store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced}); err != nil {
+	if _, err := store.Load(ctx, second, fixture.LoadOptions{SynchronizedOn: synced}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, store, []string{"alice", "bob"}); len(got["alice"]) != 3 || len(got["bob"]) != 1 {
@@ -93,11 +93,11 @@ func TestLoad(t *testing.T) {
 	}
 
 	// With --replace, Redis matches the file.
-	st, err = store.Load(ctx, second, redis.LoadOptions{SynchronizedOn: synced.Add(time.Hour), Replace: true})
+	st, err = store.Load(ctx, second, fixture.LoadOptions{SynchronizedOn: synced.Add(time.Hour), Replace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.RefsRemoved != 2 || st.KeysDeleted != 2 { // alice's b.g1 and c.g1; bob's exclude set, carol's include set
+	if st.RefsRemoved != 2 || st.Deleted != 2 { // alice's b.g1 and c.g1; bob's exclude set, carol's include set
 		t.Errorf("replace: %+v, want 2 refs removed and 2 sets deleted", st)
 	}
 	want = map[string]map[string]bool{
@@ -138,19 +138,19 @@ func TestLoadCursor(t *testing.T) {
 		name     string
 		before   func() // run first, to set up what the step is about
 		contexts []fixture.Context
-		opts     redis.LoadOptions
+		opts     fixture.LoadOptions
 		want     string // the cursor stored after the load, or one of the above
 	}{
 		{name: "nothing into nothing writes no cursor", want: none},
 		{name: "first load", contexts: []fixture.Context{alice("a.g1"), bob}, want: made},
 		{name: "the same again", contexts: []fixture.Context{alice("a.g1"), bob}, want: unchanged},
 		{name: "a subset, adding only", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
-		{name: "the same with replace", contexts: []fixture.Context{alice("a.g1"), bob}, opts: redis.LoadOptions{Replace: true}, want: unchanged},
+		{name: "the same with replace", contexts: []fixture.Context{alice("a.g1"), bob}, opts: fixture.LoadOptions{Replace: true}, want: unchanged},
 		{name: "a ref added", contexts: []fixture.Context{alice("a.g1", "a.g2")}, want: made},
-		{name: "replace removing a ref", contexts: []fixture.Context{alice("a.g1"), bob}, opts: redis.LoadOptions{Replace: true}, want: made},
-		{name: "replace deleting an unlisted context", contexts: []fixture.Context{alice("a.g1")}, opts: redis.LoadOptions{Replace: true}, want: made},
-		{name: "the file's cursor, new", contexts: []fixture.Context{alice("a.g1")}, opts: redis.LoadOptions{Cursor: "v9"}, want: "v9"},
-		{name: "the file's cursor, stored already", contexts: []fixture.Context{alice("a.g1")}, opts: redis.LoadOptions{Cursor: "v9"}, want: unchanged},
+		{name: "replace removing a ref", contexts: []fixture.Context{alice("a.g1"), bob}, opts: fixture.LoadOptions{Replace: true}, want: made},
+		{name: "replace deleting an unlisted context", contexts: []fixture.Context{alice("a.g1")}, opts: fixture.LoadOptions{Replace: true}, want: made},
+		{name: "the file's cursor, new", contexts: []fixture.Context{alice("a.g1")}, opts: fixture.LoadOptions{Cursor: "v9"}, want: "v9"},
+		{name: "the file's cursor, stored already", contexts: []fixture.Context{alice("a.g1")}, opts: fixture.LoadOptions{Cursor: "v9"}, want: unchanged},
 		{name: "no cursor, nothing changed, after the file's", contexts: []fixture.Context{alice("a.g1")}, want: unchanged},
 		{name: "a stored cursor too long to be one is replaced",
 			before:   func() { c.Set(ctx, store.CursorKey(), strings.Repeat("c", segments.MaxCursorBytes+1), 0) },
@@ -210,32 +210,32 @@ func TestLoadProgress(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var reports []redis.Progress
-	st, err := store.Load(ctx, contexts, redis.LoadOptions{Replace: true, BatchSize: 100,
-		Progress: func(p redis.Progress) { reports = append(reports, p) }})
+	var reports []fixture.LoadProgress
+	st, err := store.Load(ctx, contexts, fixture.LoadOptions{Replace: true, BatchSize: 100,
+		Progress: func(p fixture.LoadProgress) { reports = append(reports, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Contexts != listed || st.KeysDeleted != 2*unlisted {
+	if st.Contexts != listed || st.Deleted != 2*unlisted {
 		t.Fatalf("load: %+v, want %d contexts written, %d sets deleted", st, listed, 2*unlisted)
 	}
-	byPhase := map[redis.Phase][]redis.Progress{}
+	byPhase := map[fixture.LoadPhase][]fixture.LoadProgress{}
 	for i, p := range reports {
 		if i > 0 && p.Phase < reports[i-1].Phase {
 			t.Fatalf("report %d: %+v after %+v", i, p, reports[i-1])
 		}
 		byPhase[p.Phase] = append(byPhase[p.Phase], p)
 	}
-	writing, deleting := byPhase[redis.Writing], byPhase[redis.Deleting]
+	writing, deleting := byPhase[fixture.Writing], byPhase[fixture.Deleting]
 	if len(writing) != listed/100 || len(deleting) < 3 {
 		t.Fatalf("%d reports while writing, want %d; %d while deleting, want a few", len(writing), listed/100, len(deleting))
 	}
-	for _, phase := range [][]redis.Progress{writing, deleting} {
+	for _, phase := range [][]fixture.LoadProgress{writing, deleting} {
 		for i, p := range phase {
 			if last := i == len(phase)-1; p.Done != last || p.Total != listed {
 				t.Errorf("report %d of %d: %+v, want Done on the last only, Total %d", i+1, len(phase), p, listed)
 			}
-			if i > 0 && (p.Contexts < phase[i-1].Contexts || p.Scanned < phase[i-1].Scanned || p.KeysDeleted < phase[i-1].KeysDeleted) {
+			if i > 0 && (p.Contexts < phase[i-1].Contexts || p.Scanned < phase[i-1].Scanned || p.Deleted < phase[i-1].Deleted) {
 				t.Errorf("report %d: %+v after %+v: counts went back", i+1, p, phase[i-1])
 			}
 		}
@@ -244,12 +244,12 @@ func TestLoadProgress(t *testing.T) {
 		t.Errorf("the 5th report while writing: %+v, want 500 contexts, 500 refs added", w)
 	}
 	end := deleting[len(deleting)-1]
-	if end.Scanned < listed+2*unlisted || end.KeysDeleted != 2*unlisted || end.Contexts != listed {
+	if end.Scanned < listed+2*unlisted || end.Deleted != 2*unlisted || end.Contexts != listed {
 		t.Errorf("the last report while deleting: %+v, want at least %d keys scanned, %d deleted", end, listed+2*unlisted, 2*unlisted)
 	}
 	midway := false
 	for _, p := range deleting {
-		midway = midway || (p.KeysDeleted > 0 && p.KeysDeleted < 2*unlisted)
+		midway = midway || (p.Deleted > 0 && p.Deleted < 2*unlisted)
 	}
 	if !midway {
 		t.Error("no report while deleting counts some of the deletions but not all")

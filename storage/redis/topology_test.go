@@ -88,7 +88,7 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := redis.New(client, prefix)
-			if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now(), BatchSize: 64}); err != nil {
+			if _, err := store.Load(ctx, contexts, fixture.LoadOptions{SynchronizedOn: time.Now(), BatchSize: 64}); err != nil {
 				t.Fatal(err)
 			}
 			nodes := 0
@@ -238,7 +238,7 @@ func TestClusterReshardDuringReads(t *testing.T) {
 	client := cluster.Client(t)
 	contexts, hashes, want := contextsOf(500)
 	store := redis.New(client, "launchdarkly")
-	if _, err := store.Load(context.Background(), contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+	if _, err := store.Load(context.Background(), contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	ids := map[string]string{}
@@ -280,7 +280,7 @@ func TestClusterNodeRestartDuringReads(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	contexts, hashes, want := contextsOf(300)
 	store := redis.New(client, "launchdarkly")
-	if _, err := store.Load(context.Background(), contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+	if _, err := store.Load(context.Background(), contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -309,7 +309,7 @@ func TestSentinelFailoverDuringReads(t *testing.T) {
 	contexts, hashes, want := contextsOf(200)
 	store := redis.New(client, "launchdarkly")
 	ctx := context.Background()
-	if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+	if _, err := store.Load(ctx, contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := client.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 { // replicated before the failover
@@ -362,7 +362,7 @@ func TestClusterDeadMasterIsNotAskedAgainAtOnce(t *testing.T) {
 	contexts, hashes, want := contextsOf(300)
 	store := redis.New(client, "launchdarkly")
 	ctx := context.Background()
-	if _, err := store.Load(ctx, contexts, redis.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+	if _, err := store.Load(ctx, contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	onVictim := map[string]bool{}
