@@ -186,3 +186,18 @@ func update(table string, key map[string]types.AttributeValue, action string, in
 	return &types.TransactWriteItem{Update: &types.Update{TableName: &table, Key: key,
 		UpdateExpression: &expr, ExpressionAttributeNames: names, ExpressionAttributeValues: values}}
 }
+
+// setSynchronizedOn sets the metadata's synchronizedOn to ms, on its own, as the Relay Proxy
+// does after every synchronization, idle ones included.
+func setSynchronizedOn(ctx context.Context, c *awsdynamodb.Client, table string, ms int64) error {
+	_, err := c.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
+		TableName: &table, Key: itemKey(metadataKey, metadataKey),
+		UpdateExpression:          aws.String("SET #s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "synchronizedOn"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: strconv.FormatInt(ms, 10)}},
+	})
+	if err != nil {
+		return fmt.Errorf("set synchronizedOn: %w", err)
+	}
+	return nil
+}
