@@ -78,10 +78,10 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	pop := population(slices.Max(c.contexts))
 	t0 := time.Now()
-	if err := patch(ctx, writer, table, "", "v1", time.Now().UnixMilli(), changes(nil, pop)); err != nil {
+	if err := put(ctx, writer, table, "v1", time.Now().UnixMilli(), pop); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "sdkdynamo: %d contexts written the Relay Proxy's way in %v\n", len(pop), time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "sdkdynamo: %d contexts written in %v\n", len(pop), time.Since(t0).Round(time.Millisecond))
 	// The Relay Proxy marks the data fresh while idle; the runs last minutes, the SDK's
 	// STALE after 2 minutes.
 	stopSync := synchronize(ctx, writer, table)
