@@ -10,6 +10,8 @@ import (
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/bigseg/bigseg/segments"
 )
 
 // ErrUnprocessed is the error of a key that DynamoDB left unprocessed at every try of a
@@ -94,14 +96,26 @@ func readChunk(ctx context.Context, client API, consistent bool, obs Observer, p
 		for _, k := range pending {
 			want[k] = true
 		}
+		stray := false // an item that names no key asked for, or not as a string
 		for table, items := range resp.Responses {
 			for _, attrs := range items {
 				k, ok := keyOf(table, attrs)
-				if ok && want[k] {
-					out[k] = got{attrs: attrs}
-					delete(want, k)
+				if !ok || !want[k] {
+					stray = true
+					continue
 				}
+				out[k] = got{attrs: attrs}
+				delete(want, k)
 			}
+		}
+		if stray {
+			// Which key it stood for cannot be told: none of those left may read as no item.
+			left := make([]itemKey, 0, len(want))
+			for k := range want {
+				left = append(left, k)
+			}
+			fail(out, left, fmt.Errorf("%w: an item of the answer names no key asked for", segments.ErrInvalidData))
+			return out
 		}
 		next, strange := unprocessed(resp.UnprocessedKeys, want)
 		if strange {

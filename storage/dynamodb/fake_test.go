@@ -117,6 +117,53 @@ func TestUnprocessedKeysNotAskedFor(t *testing.T) {
 	}
 }
 
+// An item of the answer whose key is missing, not a string, or not one asked for cannot be
+// matched to a context: every context it might stand for fails, none reads as no item (and so
+// none is cached as "no membership").
+func TestStrayItemsFailTheirRead(t *testing.T) {
+	asked, other := segments.Hash("a"), segments.Hash("b")
+	for _, tt := range []struct {
+		name string
+		item func(k map[string]types.AttributeValue) map[string]types.AttributeValue
+	}{
+		{"key missing", func(k map[string]types.AttributeValue) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"namespace": k["namespace"], "included": &types.AttributeValueMemberSS{Value: []string{"a.g1"}}}
+		}},
+		{"key a number", func(k map[string]types.AttributeValue) map[string]types.AttributeValue {
+			it := item(k, "a.g1")
+			it["key"] = &types.AttributeValueMemberN{Value: "1"}
+			return it
+		}},
+		{"namespace missing", func(k map[string]types.AttributeValue) map[string]types.AttributeValue {
+			it := item(k, "a.g1")
+			delete(it, "namespace")
+			return it
+		}},
+		{"a key not asked for", func(k map[string]types.AttributeValue) map[string]types.AttributeValue {
+			it := item(k, "a.g1")
+			it["key"] = &types.AttributeValueMemberS{Value: "someone else"}
+			return it
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fake{answer: func(in *awsdynamodb.BatchGetItemInput) (*awsdynamodb.BatchGetItemOutput, error) {
+				out := &awsdynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+				for _, k := range in.RequestItems["t"].Keys {
+					if k["key"].(*types.AttributeValueMemberS).Value == asked {
+						out.Responses["t"] = append(out.Responses["t"], tt.item(k))
+					}
+				}
+				return out, nil
+			}}
+			for i, r := range dynamodb.New(f, "t", "").Memberships(context.Background(), []string{asked, other}) {
+				if !errors.Is(r.Err, segments.ErrInvalidData) {
+					t.Errorf("context %d: %v, %v; want ErrInvalidData, not an answer", i, r.Membership, r.Err)
+				}
+			}
+		})
+	}
+}
+
 // A failed call fails the contexts it was for, and no others.
 func TestFailedCallFailsItsContextsOnly(t *testing.T) {
 	bad := segments.Hash("user-150")
