@@ -122,6 +122,10 @@ type errLookupTimeout struct{ d time.Duration }
 
 func (e errLookupTimeout) Error() string { return fmt.Sprintf("no answer within %v", e.d) }
 
+// Is makes a lookup timeout a deadline exceeded, as errors.Is tells it (the error codes of
+// logs and metrics say deadline_exceeded for both).
+func (e errLookupTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
 // withTimeout bounds ctx by the lookup timeout, if there is one.
 func (s *Service) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.lookupTimeout <= 0 {
