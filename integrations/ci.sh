@@ -5,7 +5,9 @@
 # npm ci if missing), and the SDKs' own Redis Big Segment stores against bigseg's
 # Redis-protocol listener: Node's @launchdarkly/node-server-sdk-redis (in npm test) and the
 # Python SDK's calls through redis-py (pytest; python3-redis and python3-pytest installed if
-# missing); all against the real bigseg server built from this repository.
+# missing); all against the real bigseg server built from this repository, which the Go and
+# Node store suites (and one Go SDK evaluation) also read a DynamoDB table with, on moto_server
+# (moto's emulator; it must be on PATH: Debian has no package of it, so nothing is installed).
 # Exits non-zero on any failure. Takes about a minute once Go's build cache is warm.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,6 +33,15 @@ if ! redis_up; then
   redis_up || { echo "Redis did not start"; exit 1; }
 fi
 echo "Redis answers on 127.0.0.1:6379"
+
+echo "== moto_server (DynamoDB's emulator, for the store suites on DynamoDB)"
+# The Go and Node tests start one each; with BIGSEG_TEST_REQUIRE_REDIS=1 they fail without
+# it, so say so here, before anything runs.
+if ! command -v moto_server >/dev/null; then
+  echo "moto_server is not on PATH: install moto with its server (pip install 'moto[server]'), which the DynamoDB tests need"
+  exit 1
+fi
+echo "moto_server: $(command -v moto_server)"
 
 echo "== ldbigseg: gofmt, go vet, go mod tidy"
 (

@@ -205,6 +205,57 @@ func testSDKEvaluatesThroughBigseg(t *testing.T, d deployment) {
 	noSecretInLogs(t, log, token, otherToken)
 }
 
+// TestSDKEvaluatesThroughBigsegOnDynamoDB: a real SDK client evaluates the flag through the
+// adapter and a real bigseg (requiring a bearer token, its cache at its defaults) reading a
+// DynamoDB table (moto_server) in LaunchDarkly's layout with no prefix, written as the Relay
+// Proxy writes it; then the table's synchronization time an hour old makes it STALE.
+func TestSDKEvaluatesThroughBigsegOnDynamoDB(t *testing.T) {
+	m := sharedMoto(t)
+	c := m.Client(t)
+	table := testTable(t, c)
+	data := ldDynamoLayout{c, table, ""}
+	ctx := context.Background()
+	must(t, data.SetSynchronizedNow(ctx))
+	must(t, data.SetMembership(ctx, hashOf("alice"), []string{segmentRef}, nil))
+	must(t, data.SetMembership(ctx, hashOf("bob"), nil, []string{segmentRef}))
+	must(t, data.SetMembership(ctx, hashOf("erin"), []string{"other-segment.g1"}, []string{"another.g2"}))
+	const token = "e2e-T0ken_dynamo"
+	bigseg := mustStartBigseg(t, append(m.BigsegSettings(t, table), "BIGSEG_API_TOKENS="+token)...)
+
+	log := ldlogtest.NewMockLog()
+	client := sdkClient(t, bigseg.URL, token, log)
+	waitAvailable(t, client, true)
+
+	tests := []struct {
+		context, tier string
+		want          evaluation
+	}{
+		{"alice", "", evaluation{inSegment, ldreason.BigSegmentsHealthy}},    // included
+		{"bob", "gold", evaluation{notIn, ldreason.BigSegmentsHealthy}},      // excluded: the segment's rule would match
+		{"carol", "", evaluation{notIn, ldreason.BigSegmentsHealthy}},        // no item
+		{"dave", "gold", evaluation{inSegment, ldreason.BigSegmentsHealthy}}, // no item: the segment's own rule applies
+		{"erin", "", evaluation{notIn, ldreason.BigSegmentsHealthy}},         // in other segments only
+	}
+	for _, tt := range tests {
+		if got := evaluate(t, client, tt.context, tt.tier); got != tt.want {
+			t.Errorf("%s (tier %q): got %+v, want %+v", tt.context, tt.tier, got, tt.want)
+		}
+	}
+
+	t.Run("stale data is STALE", func(t *testing.T) {
+		must(t, data.SetSynchronizedOn(ctx, time.Now().Add(-time.Hour).UnixMilli()))
+		must(t, data.SetMembership(ctx, hashOf("frank"), []string{segmentRef}, nil))
+		waitFor(t, "the SDK to see stale data", func() bool {
+			return client.GetBigSegmentStoreStatusProvider().GetStatus().Stale
+		})
+		want := evaluation{inSegment, ldreason.BigSegmentsStale}
+		if got := evaluate(t, client, "frank", ""); got != want {
+			t.Errorf("frank: got %+v, want %+v", got, want)
+		}
+	})
+	noSecretInLogs(t, log, token)
+}
+
 // TestSDKStatusFollowsBigseg: the SDK's Big Segment store status goes unavailable, and
 // evaluations get STORE_ERROR, in each way bigseg can fail; and both come back when it
 // recovers, without restarting the SDK. Each phase evaluates contexts the SDK has not cached.

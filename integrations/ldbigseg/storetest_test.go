@@ -17,23 +17,60 @@ import (
 // TestBigSegmentStoreSuite runs LaunchDarkly's own Big Segment store test suite
 // (go-server-sdk v7 testhelpers/storetest) against the adapter, talking to a real bigseg that
 // reads the shared Redis, with bigseg's cache off.
-//
-// The suite writes through the functions given here, then reads through the store. A bigseg
-// prefix is a server setting, so there is one bigseg process per prefix the suite names (it
-// names only the default, ""), started lazily and stopped when the test ends. bigseg's /status
-// is its last poll of Redis (every 50 ms here), so the functions that change metadata return
-// once bigseg reports the change: polled, not slept.
 func TestBigSegmentStoreSuite(t *testing.T) {
 	rc, redisURL := sharedRedis(t)
 	base := testPrefix(t, rc)
-	bin := serverBinary(t)
 	redisPrefix := func(prefix string) string {
 		if prefix == "" {
 			return base
 		}
 		return base + "_" + prefix
 	}
+	runStoreSuite(t,
+		func(prefix string) []string {
+			return []string{"BIGSEG_REDIS_URL=" + redisURL, "BIGSEG_PREFIX=" + redisPrefix(prefix)}
+		},
+		func(prefix string) layoutWriter { return ldLayout{rc, redisPrefix(prefix)} },
+	)
+}
 
+// TestBigSegmentStoreSuiteOnDynamoDB runs the same suite against a real bigseg reading a
+// DynamoDB table (moto_server) in LaunchDarkly's DynamoDB layout, written as the Relay Proxy
+// writes it. The suite names only the default prefix, which on DynamoDB is none: bigseg is
+// started without BIGSEG_PREFIX, and the items are "big_segments_user" and
+// "big_segments_metadata" of a table of the test's own.
+func TestBigSegmentStoreSuiteOnDynamoDB(t *testing.T) {
+	m := sharedMoto(t)
+	c := m.Client(t)
+	table := testTable(t, c)
+	runStoreSuite(t,
+		func(prefix string) []string {
+			settings := m.BigsegSettings(t, table)
+			if prefix != "" {
+				settings = append(settings, "BIGSEG_PREFIX="+prefix)
+			}
+			return settings
+		},
+		func(prefix string) layoutWriter { return ldDynamoLayout{c, table, prefix} },
+	)
+}
+
+// layoutWriter writes Big Segments data as a synchronizer does: ldLayout (Redis) and
+// ldDynamoLayout (DynamoDB).
+type layoutWriter interface {
+	Clear(ctx context.Context) error
+	SetSynchronizedOn(ctx context.Context, ms int64) error
+	SetMembership(ctx context.Context, hash string, included, excluded []string) error
+}
+
+// runStoreSuite runs the suite against a bigseg per prefix the suite names (a prefix is a
+// server setting; the suite names only the default, ""), started lazily with the settings of
+// that prefix and bigseg's cache off, and stopped when the test ends; the suite writes through
+// the layout of that prefix. bigseg's /status is its last poll of the store (every 50 ms
+// here), so the functions that change metadata return once bigseg reports the change: polled,
+// not slept.
+func runStoreSuite(t *testing.T, settings func(prefix string) []string, layout func(prefix string) layoutWriter) {
+	bin := serverBinary(t)
 	var mu sync.Mutex
 	servers := map[string]*bigsegProcess{}
 	t.Cleanup(func() {
@@ -57,7 +94,7 @@ func TestBigSegmentStoreSuite(t *testing.T) {
 		if p := servers[prefix]; p != nil {
 			return p, nil
 		}
-		p, err := startBigseg(bin, "BIGSEG_REDIS_URL="+redisURL, "BIGSEG_PREFIX="+redisPrefix(prefix), "BIGSEG_CACHE_SIZE=0")
+		p, err := startBigseg(bin, append(settings(prefix), "BIGSEG_CACHE_SIZE=0")...)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +111,6 @@ func TestBigSegmentStoreSuite(t *testing.T) {
 			return st.Available && st.LastSynchronizedOn == ms
 		})
 	}
-	layout := func(prefix string) ldLayout { return ldLayout{rc, redisPrefix(prefix)} }
 	ctx := context.Background()
 
 	storetest.NewBigSegmentStoreTestSuite(

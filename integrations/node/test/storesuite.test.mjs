@@ -4,7 +4,9 @@
 // (BIGSEG_PREFIX), and once through one environment of a bigseg serving three
 // (BIGSEG_ENVIRONMENTS, the environment option and a bearer token), whose other environments
 // hold other data for the same context hash and another synchronization time, which a store
-// reading another environment would return.
+// reading another environment would return. And once against a bigseg reading a DynamoDB
+// table (moto_server) in LaunchDarkly's DynamoDB layout with no prefix, written as the Relay
+// Proxy writes it.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,15 +14,17 @@ import assert from 'node:assert/strict';
 import { BigsegBigSegmentStore } from '@bigseg/node-server-sdk-bigseg';
 
 import { LDLayout, connectSharedRedis, serverBinary, sharedRedisAddress, startBigseg, testPrefix } from './support.mjs';
+import { LDDynamoLayout, createTable, dropTable, motoUnavailable, startMoto, tempDir } from './dynamodb.mjs';
 
 const FAKE_HASH = 'userhash';
 
 const redis = await connectSharedRedis();
 const skip = redis ? false : `no Redis at ${sharedRedisAddress().url}; set BIGSEG_TEST_REDIS_URL, or BIGSEG_TEST_REQUIRE_REDIS=1 to fail instead`;
+const skipDynamo = await motoUnavailable();
 let server;
 
 before(async () => {
-  if (skip) return;
+  if (skip && skipDynamo) return;
   server = await serverBinary();
 });
 
@@ -138,4 +142,32 @@ test('the Big Segment store cases, through the environment staging of three', { 
       reported: (ms) => p.waitStatus(`lastSynchronizedOn ${ms}`, (st) => st.available && st.lastSynchronizedOn === ms, 'staging'),
     };
   });
+});
+
+test('the Big Segment store cases, on DynamoDB (no prefix)', { skip: skipDynamo }, async (t) => {
+  const moto = await startMoto();
+  const client = moto.client();
+  try {
+    await suite(t, async (t) => {
+      const table = await createTable(client, 'storesuite');
+      const aws = tempDir();
+      const p = await startBigseg(server.bin, { ...moto.bigsegSettings(table, aws.dir), BIGSEG_CACHE_SIZE: '0' });
+      t.after(async () => {
+        await p.stop();
+        await dropTable(client, table);
+        aws.remove();
+      });
+      return {
+        layout: new LDDynamoLayout(client, table),
+        options: { baseUrl: p.url },
+        reported: (ms) => p.waitStatus(`lastSynchronizedOn ${ms}`, (st) => st.available && st.lastSynchronizedOn === ms),
+      };
+    });
+  } finally {
+    // Registered last, so run after the hooks above: moto outlives the bigseg reading it.
+    t.after(async () => {
+      client.destroy();
+      await moto.stop();
+    });
+  }
 });
