@@ -355,8 +355,12 @@ func TestBatchReadsOnlyWhatItMust(t *testing.T) {
 	}
 	after := commandCalls(t, c)
 	after["info"]-- // our own INFO
+	// The poller's first poll may still come after the warm-up's inline one: a poll is one
+	// EXISTS, and a STRLEN and a GETRANGE of each metadata key. It is no part of the batch.
+	polls := after["exists"] - before["exists"]
+	poll := map[string]int{"exists": 1, "strlen": 2, "getrange": 2}
 	for name, n := range after {
-		if d := n - before[name]; name == "smembers" && d != 100 || name != "smembers" && d != 0 {
+		if d := n - before[name]; name == "smembers" && d != 100 || name != "smembers" && d != polls*poll[name] {
 			t.Errorf("%s: %d calls for the batch, want %d", name, d, map[bool]int{true: 100}[name == "smembers"])
 		}
 	}
