@@ -96,9 +96,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	systems := []*system{
 		{name: "bigseg", note: "BIGSEG_CACHE_SIZE=0, the rest at defaults (4 reads in flight, misses batched)",
-			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0"}},
+			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", lookupTimeout}},
 		{name: "bigseg-unbatched", note: fmt.Sprintf("BIGSEG_CACHE_SIZE=0 BIGSEG_STORE_READS_IN_FLIGHT=%d: no miss waits, none batched", c.readsInFlightUnbatch),
-			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", fmt.Sprintf("BIGSEG_STORE_READS_IN_FLIGHT=%d", c.readsInFlightUnbatch)}},
+			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", lookupTimeout, fmt.Sprintf("BIGSEG_STORE_READS_IN_FLIGHT=%d", c.readsInFlightUnbatch)}},
 		{name: "getitem", note: "bench/getitem: one strongly consistent GetItem a lookup, as LaunchDarkly's SDK store",
 			argv: []string{c.getitem, "-table", table}, addrFlag: true},
 	}
@@ -139,6 +139,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "dynamocold: done in %v; load average %s\n", time.Since(start).Round(time.Second), loadAverage())
 	return nil
 }
+
+// lookupTimeout is bigseg's in this benchmark: bench/getitem waits for DynamoDB as long as it
+// takes, and moto on a loaded host stalls past bigseg's default second now and then (every
+// lookup of the batch in flight then answers 503), which would count a stall of the host as
+// bigseg's failure; what this measures is throughput, not failure.
+const lookupTimeout = "BIGSEG_LOOKUP_TIMEOUT=10s"
 
 // loadAverage is /proc/loadavg's first three fields.
 func loadAverage() string {
