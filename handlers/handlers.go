@@ -5,7 +5,6 @@
 package handlers
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,12 +17,11 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// Service is what the handlers ask of the domain; *segments.Service is one.
+// Service is what the handlers ask of the domain, besides the lookups and status of each
+// environment; *segments.Service is one.
 type Service interface {
-	LookupHash(ctx context.Context, hash string) segments.Answer
-	LookupBatch(ctx context.Context, hashes []string) []segments.Answer
-	Status() (segments.StoreStatus, bool)
-	Subscribe() (<-chan segments.StoreStatus, func())
+	Environments() []*segments.Environment
+	Subscribe() (<-chan struct{}, func())
 	Readiness() (ready bool, reason string)
 	Draining() bool
 	StaleAfter() time.Duration
@@ -73,13 +71,6 @@ type Config struct {
 	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
 }
 
-// Environment is one environment served (one of the Relay Proxy's, one key prefix): the name
-// its routes take, /environments/{env}/, and its service.
-type Environment struct {
-	Name    string
-	Service Service
-}
-
 // RequestObserver is told about every request once it is answered: the route (a chi route
 // pattern, or "unmatched"), the method (a standard one, or "other"), the status code and the
 // duration. Both labels come from fixed sets, whatever clients send.
@@ -87,32 +78,33 @@ type RequestObserver func(route, method string, code int, d time.Duration)
 
 // server is what the handlers read.
 type server struct {
-	envs   []Environment
-	byName map[string]Environment
+	svc    Service
+	envs   []*segments.Environment
+	byName map[string]*segments.Environment
 	Config
 	mux *chi.Mux
 }
 
-// New returns the HTTP API over the environments envs (at least one): each under
-// /environments/{env}/, and the one environment, when there is only one, at the unscoped
-// routes too (/memberships..., /status), as bigseg serves a single prefix.
-func New(cfg Config, envs ...Environment) http.Handler {
-	s := newServer(cfg, envs)
+// New returns the HTTP API over the service's environments: each under /environments/{env}/,
+// and the one environment, when there is only one, at the unscoped routes too
+// (/memberships..., /status), as bigseg serves a single prefix.
+func New(cfg Config, svc Service) http.Handler {
+	s := newServer(cfg, svc)
 	s.routes(s.mux)
 	return s.mux
 }
 
 // NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics) and
 // the probes (/livez, /healthz, /readyz).
-func NewOps(cfg Config, envs ...Environment) http.Handler {
-	s := newServer(cfg, envs)
+func NewOps(cfg Config, svc Service) http.Handler {
+	s := newServer(cfg, svc)
 	s.opsRoutes(s.mux)
 	return s.mux
 }
 
-func newServer(cfg Config, envs []Environment) *server {
-	s := &server{envs: envs, byName: make(map[string]Environment), Config: cfg, mux: chi.NewRouter()}
-	for _, e := range envs {
+func newServer(cfg Config, svc Service) *server {
+	s := &server{svc: svc, envs: svc.Environments(), byName: make(map[string]*segments.Environment), Config: cfg, mux: chi.NewRouter()}
+	for _, e := range s.envs {
 		s.byName[e.Name] = e
 	}
 	s.setDefaults()

@@ -31,7 +31,7 @@ func (s *server) getMembership() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeLookup(w, key, env.Service.LookupHash(r.Context(), segments.Hash(key)))
+		writeLookup(w, key, env.LookupHash(r.Context(), segments.Hash(key)))
 	}
 }
 
@@ -88,7 +88,7 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeLookup(w, "", env.Service.LookupHash(r.Context(), hash))
+		writeLookup(w, "", env.LookupHash(r.Context(), hash))
 	}
 }
 
@@ -137,7 +137,7 @@ func (s *server) postMemberships() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		results := env.Service.LookupBatch(r.Context(), hashes)
+		results := env.LookupBatch(r.Context(), hashes)
 		if refs := countRefs(results); refs > s.MaxBatchRefs {
 			Error(w, r, http.StatusBadRequest, fmt.Sprintf(
 				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.MaxBatchRefs))

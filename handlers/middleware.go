@@ -29,7 +29,7 @@ func (s *server) noBodies(next http.Handler) http.Handler {
 // listener closes, instead of losing a request sent on a connection that is closing.
 func (s *server) closeWhenDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.envs[0].Service.Draining() { // every environment drains at once
+		if s.svc.Draining() {
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -31,11 +29,11 @@ type statusBody struct {
 	Environment string `json:"environment,omitempty"`
 }
 
-func (s *server) statusBody(env Environment, st segments.StoreStatus, polled bool) statusBody {
+func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, polled bool) statusBody {
 	b := statusBody{
 		Available:         st.Available,
 		Stale:             st.Stale,
-		StaleAfterSeconds: env.Service.StaleAfter().Seconds(),
+		StaleAfterSeconds: s.svc.StaleAfter().Seconds(),
 		Store:             s.StoreName,
 		Version:           s.Version,
 	}
@@ -65,7 +63,7 @@ func (s *server) getStatus() http.HandlerFunc {
 		if chi.URLParam(r, envParam) == "" && len(s.envs) > 1 {
 			all := make(map[string]statusBody, len(s.envs))
 			for _, e := range s.envs {
-				st, polled := e.Service.Status()
+				st, polled := e.Status()
 				all[e.Name] = s.statusBody(e, st, polled)
 			}
 			writeJSON(w, http.StatusOK, struct {
@@ -77,7 +75,7 @@ func (s *server) getStatus() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		st, polled := env.Service.Status()
+		st, polled := env.Status()
 		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled))
 	}
 }
@@ -96,7 +94,7 @@ func (s *server) getStatusStream() http.HandlerFunc {
 			if !ok {
 				return
 			}
-			envs = []Environment{env}
+			envs = []*segments.Environment{env}
 		}
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -112,19 +110,11 @@ func (s *server) getStatusStream() http.HandlerFunc {
 			return
 		}
 		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]sent, len(envs)), open: s.stillOpen(r)}
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Context().Done())},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Stop)},
-			{Dir: reflect.SelectRecv}, // the heartbeat's
-		}
-		for _, e := range envs {
-			changes, cancel := e.Service.Subscribe() // before reading the current status: no change lost
-			defer cancel()
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(changes)})
-		}
+		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
+		defer cancel()
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
-		s.stream(ew, envs, cases)
+		s.stream(r, ew, envs, changes)
 	}
 }
 
@@ -138,32 +128,30 @@ func (s *server) stillOpen(r *http.Request) func() bool {
 	return func() bool { return session.Scope().Opens(env) }
 }
 
-// stream sends each environment's current status, then each change and a heartbeat comment,
-// until the client goes, the server stops, a write fails or its token is revoked. cases are what it waits on: the
-// client's end, the server's stop, the heartbeat, then each environment's changes.
-func (s *server) stream(ew *eventWriter, envs []Environment, cases []reflect.SelectCase) {
-	for _, e := range envs {
-		st, polled := e.Service.Status()
-		if ew.send(e, st, polled) != nil {
-			return
+// stream sends each environment's current status, then its status after each change the
+// poll loop signals on changes, and a heartbeat comment, until the client goes, the server
+// stops, a write fails or its token is revoked.
+func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment, changes <-chan struct{}) {
+	sendAll := func() error {
+		for _, e := range envs {
+			if st, polled := e.Status(); ew.send(e, st, polled) != nil {
+				return errRevoked
+			}
 		}
+		return nil
 	}
 	heartbeat := time.NewTicker(s.Heartbeat)
 	defer heartbeat.Stop()
-	cases[2].Chan = reflect.ValueOf(heartbeat.C)
-	for {
-		i, v, _ := reflect.Select(cases)
-		var err error
-		switch i {
-		case 0, 1:
+	for err := sendAll(); err == nil; {
+		select {
+		case <-r.Context().Done():
 			return
-		case 2:
+		case <-s.Stop:
+			return
+		case <-heartbeat.C:
 			err = ew.comment("heartbeat")
-		default:
-			err = ew.send(envs[i-3], v.Interface().(segments.StoreStatus), true)
-		}
-		if err != nil {
-			return
+		case <-changes:
+			err = sendAll()
 		}
 	}
 }
@@ -186,9 +174,10 @@ type sent struct {
 	polled bool
 }
 
-// send writes st as an event, unless it repeats the last one sent: a poll that completes
-// between Subscribe and the first Status is both in the first event and on the channel.
-func (ew *eventWriter) send(env Environment, st segments.StoreStatus, polled bool) error {
+// send writes st as an event, unless it repeats the last one sent: a signal of changes stands
+// for every environment, and a poll that completes between Subscribe and the first Status is
+// both in the first events and signalled.
+func (ew *eventWriter) send(env *segments.Environment, st segments.StoreStatus, polled bool) error {
 	if l, ok := ew.last[env.Name]; ok && l.polled && polled && st.Available == l.st.Available && st.Stale == l.st.Stale && st.Cursor == l.st.Cursor {
 		return nil
 	}
@@ -230,22 +219,11 @@ type readyBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// getReady serves /readyz: ready when every environment is (see segments.Service.Readiness);
-// else the reason, with several environments that of each one not ready, by name.
+// getReady serves /readyz: segments.Service.Readiness, with its reason when not ready.
 func (s *server) getReady() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var not []string
-		for _, e := range s.envs {
-			if ready, reason := e.Service.Readiness(); !ready {
-				if len(s.envs) == 1 {
-					not = append(not, reason)
-				} else {
-					not = append(not, e.Name+": "+reason)
-				}
-			}
-		}
-		if len(not) > 0 {
-			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: strings.Join(not, "; ")})
+		if ready, reason := s.svc.Readiness(); !ready {
+			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
 			return
 		}
 		writeJSON(w, http.StatusOK, readyBody{Ready: true})

@@ -30,14 +30,6 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// Service is what the listener asks of the domain; *segments.Service is one.
-type Service interface {
-	LookupHash(ctx context.Context, hash string) segments.Answer
-	Status() (segments.StoreStatus, bool)
-}
-
-var _ Service = (*segments.Service)(nil)
-
 // Bounds of what one client may make the listener hold.
 const (
 	// maxCommandBytes bounds one command (or pipelined batch of them) as it arrives: the
@@ -57,14 +49,6 @@ const (
 	DefaultReadTimeout  = 5 * time.Second
 	DefaultWriteTimeout = 5 * time.Second
 )
-
-// Environment is one environment served: its name (as tokens' scopes name it), the key prefix
-// its SDKs read, and its service.
-type Environment struct {
-	Name    string
-	Prefix  string
-	Service Service
-}
 
 // Config is what the listener is given; zero values mean the defaults, or none.
 type Config struct {
@@ -97,8 +81,9 @@ type Server struct {
 	conns    map[*conn]struct{}
 }
 
-// New returns a server over the environments envs (at least one).
-func New(cfg Config, envs ...Environment) *Server {
+// New returns a server over the environments envs (at least one), each read under its prefix,
+// as tokens' scopes name it.
+func New(cfg Config, envs ...*segments.Environment) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

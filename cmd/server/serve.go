@@ -51,8 +51,7 @@ type app struct {
 	cfg    config.Config
 	log    *slog.Logger
 	store  openedStore
-	envs   []handlers.Environment // every environment's service, in the order configured
-	group  *segments.Group        // their status polls
+	svc    *segments.Service // every environment's lookups and status
 	srv    *http.Server
 	ln     *guard.Listener
 	resp   *respListener       // the Redis-protocol listener, when configured
@@ -82,15 +81,17 @@ func newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
 	if a.store.poolStats != nil {
 		m.WatchRedisPool(a.store.poolStats)
 	}
-	a.services(m)
-	m.WatchReady(func() bool { ready, _ := a.group.Readiness(); return ready })
+	if err := a.service(m); err != nil {
+		return nil, err
+	}
+	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
 	if cfg.TLSCertFile != "" {
 		if a.certs, err = guard.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
 			return nil, err
 		}
 	}
 	var names []string
-	for _, e := range a.envs {
+	for _, e := range a.svc.Environments() {
 		names = append(names, e.Name)
 	}
 	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
@@ -103,7 +104,7 @@ func newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
 		return nil, err
 	}
 	a.srv = &http.Server{
-		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.envs...),
+		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.svc),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -120,38 +121,25 @@ func newApp(cfg config.Config, log *slog.Logger) (_ *app, err error) {
 	return a, nil
 }
 
-// services makes each environment's service over its store, with its share of the cache, and
-// the group that polls them all.
-func (a *app) services(m *metrics.Metrics) {
-	n := len(a.store.envs)
-	cacheSize := a.cfg.CacheSize / n // each environment's share: the bound holds for all of them
-	if a.cfg.CacheSize > 0 {
-		cacheSize = max(cacheSize, 1)
+// service makes the service of every environment, each over its store.
+func (a *app) service(m *metrics.Metrics) (err error) {
+	envs := a.store.envs
+	for i := range envs {
+		envs[i].Store = a.store.stores[i]
 	}
-	var names []string
-	var svcs []*segments.Service
-	for i, env := range a.store.envs {
-		var svc *segments.Service
-		obs := m.Environment(env.Name, func() int { return svc.CacheLen() })
-		log := a.log
-		if n > 1 {
-			log = a.log.With("environment", env.Name)
-		}
-		svc = segments.New(a.store.stores[i],
-			segments.WithCache(cacheSize, a.cfg.CacheTTL),
-			segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
-			segments.WithPollInterval(a.cfg.StatusPollInterval),
-			segments.WithStaleAfter(a.cfg.StaleAfter),
-			segments.WithLookupTimeout(a.cfg.LookupTimeout),
-			segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
-			segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
-			segments.WithLogger(log),
-			segments.WithObserver(obs),
-		)
-		names, svcs = append(names, env.Name), append(svcs, svc)
-		a.envs = append(a.envs, handlers.Environment{Name: env.Name, Service: svc})
-	}
-	a.group = segments.NewGroup(names, svcs, a.store.readMetadata)
+	a.svc, err = segments.New(envs,
+		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
+		segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
+		segments.WithPollInterval(a.cfg.StatusPollInterval),
+		segments.WithStaleAfter(a.cfg.StaleAfter),
+		segments.WithLookupTimeout(a.cfg.LookupTimeout),
+		segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
+		segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
+		segments.WithMetadataRead(a.store.readMetadata),
+		segments.WithLogger(a.log),
+		segments.WithObserver(func(e *segments.Environment) segments.Observer { return m.Environment(e.Name, e.CacheLen) }),
+	)
+	return err
 }
 
 // metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
@@ -176,7 +164,7 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	a.ln = guard.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
 	if a.cfg.MetricsAddr != "" {
-		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.envs...)
+		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc)
 		var tc *tls.Config
 		if a.cfg.MetricsTLS {
 			tc = a.certs.ServerConfig()
@@ -215,15 +203,11 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	if a.cfg.RESPTLS {
 		ln = tls.NewListener(limited, a.certs.ServerConfig())
 	}
-	var envs []resp.Environment
-	for i, e := range a.envs {
-		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.envs[i].Prefix, Service: e.Service})
-	}
 	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
 		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open),
-	}, envs...)}
+	}, a.svc.Environments()...)}
 	return nil
 }
 
@@ -256,7 +240,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.group.Run(pollCtx) })
+	wg.Go(func() { _ = a.svc.Run(pollCtx) })
 	defer func() {
 		stopPolling()
 		wg.Wait()
@@ -284,7 +268,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"environments", len(a.envs), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
+		"environments", len(a.svc.Environments()), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
 		"lookupTimeout", a.cfg.LookupTimeout.String())
 	for {
 		select {
@@ -318,7 +302,7 @@ func (a *app) reload() {
 		a.log.Error("SIGHUP: reload failed; still serving the data loaded before", "err", err.Error())
 		return
 	}
-	a.group.Poll(context.Background()) // see the change now, not at the next poll
+	a.svc.Poll(context.Background()) // see the change now, not at the next poll
 	a.log.Info("SIGHUP: reloaded the embedded store", "seedFile", a.cfg.SeedFile)
 }
 
@@ -327,7 +311,7 @@ func (a *app) reload() {
 // and a further signal ends it), while requests are still served; then the listener closes and
 // in-flight requests get up to BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, serveErr <-chan error, delay time.Duration) error {
-	a.group.Drain()
+	a.svc.Drain()
 	if delay > 0 {
 		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
 		if err := a.wait(signals, serveErr, delay); err != nil {
@@ -412,7 +396,7 @@ func (a *app) close() {
 
 // openedStore is the configured stores, one an environment, and what main must do with them.
 type openedStore struct {
-	envs         []config.Environment
+	envs         []segments.Environment // by name and prefix
 	stores       []segments.Store
 	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
 	name         string                                        // "redis" or "memory", as /status shows
@@ -473,7 +457,7 @@ func openStore(cfg config.Config, log *slog.Logger) (openedStore, error) {
 }
 
 // openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config.Config, envs []config.Environment, log *slog.Logger) (openedStore, error) {
+func openMemoryStore(cfg config.Config, envs []segments.Environment, log *slog.Logger) (openedStore, error) {
 	read := func() (*fixture.Fixture, error) {
 		if cfg.SeedFile == "" {
 			return nil, nil

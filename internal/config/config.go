@@ -304,24 +304,17 @@ func (c Config) rangeChecks() []rangeCheck {
 	}
 }
 
-// Environment is one environment served: its name (in /environments/{env}/ and the metrics'
-// environment label) and key prefix.
-type Environment struct{ Name, Prefix string }
-
 // DefaultEnvironment names the one environment of BIGSEG_PREFIX.
 const DefaultEnvironment = "default"
 
-// environmentName is what a name of BIGSEG_ENVIRONMENTS is made of: path-safe.
-var environmentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// Served are the environments served: those of BIGSEG_ENVIRONMENTS, or one, named default,
-// of BIGSEG_PREFIX. A pair that is malformed, or repeats a name or prefix, is an
-// error that names it.
-func (c Config) Served() ([]Environment, error) {
+// Served are the environments served, by name and prefix (New gives them their stores):
+// those of BIGSEG_ENVIRONMENTS, or one, named default, of BIGSEG_PREFIX. A pair that is
+// malformed, or repeats a name or prefix, is an error that names it.
+func (c Config) Served() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
-		return []Environment{{DefaultEnvironment, c.Prefix}}, nil
+		return []segments.Environment{{Name: DefaultEnvironment, Prefix: c.Prefix}}, nil
 	}
-	var envs []Environment
+	var envs []segments.Environment
 	names, prefixes := map[string]bool{}, map[string]bool{}
 	for i, pair := range c.Environments {
 		name, prefix, ok := strings.Cut(pair, "=")
@@ -329,13 +322,14 @@ func (c Config) Served() ([]Environment, error) {
 		bad := func(why string) error {
 			return fmt.Errorf("BIGSEG_ENVIRONMENTS: pair %d (%q): %s", i+1, pair, why)
 		}
+		nameErr := segments.ValidateName(name)
 		switch {
 		case pair == "":
 			return nil, bad("empty: want name=prefix")
 		case !ok || prefix == "":
 			return nil, bad("want name=prefix")
-		case !environmentName.MatchString(name):
-			return nil, bad("a name is lower-case letters, digits, - and _, starting with a letter or digit (it is part of paths)")
+		case nameErr != nil:
+			return nil, bad(nameErr.Error())
 		case strings.ContainsAny(prefix, " \t\r\n"):
 			return nil, bad("a prefix has no white space")
 		case names[name]:
@@ -344,7 +338,7 @@ func (c Config) Served() ([]Environment, error) {
 			return nil, bad("the prefix " + prefix + " is given twice")
 		}
 		names[name], prefixes[prefix] = true, true
-		envs = append(envs, Environment{name, prefix})
+		envs = append(envs, segments.Environment{Name: name, Prefix: prefix})
 	}
 	return envs, nil
 }
