@@ -44,7 +44,7 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
 	svc := oneService(memory.New(f, time.Now))
-	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Shed: guard.Shed(1024, 250*time.Millisecond, Error)}, svc) // as by default
+	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Shed: guard.NewShedder(1024, 250*time.Millisecond)}, svc) // as by default
 	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
 	w := &discard{h: http.Header{}}
 	h.ServeHTTP(w, req)

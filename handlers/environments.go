@@ -48,10 +48,8 @@ func (s *server) names() string {
 }
 
 // scope is the environment a request asks the token check for: its route's, the one served
-// on an unscoped route, or "" (every environment) on an unscoped route when several are. A
-// route's name that cannot be an environment's is not repeated to the client (the check's
-// 403 names it): it stands for no environment, which only a token of every one opens, for
-// the handler's 404.
+// unscoped, or "" (every one) unscoped when several are. A name no environment could have is
+// not repeated in the check's 403: it stands for none, which only a token of every one opens.
 func (s *server) scope(r *http.Request) string {
 	if name := chi.URLParam(r, envParam); name != "" {
 		if _, known := s.byName[name]; !known && segments.ValidateName(name) != nil {

@@ -104,7 +104,7 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
 	svc := oneService(store, segments.WithCache(0, 0))
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}, svc))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "memory", Shed: guard.NewShedder(1, time.Millisecond)}, svc))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {

@@ -40,18 +40,15 @@ func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, 
 	if len(s.envs) > 1 {
 		b.Environment = env.Name
 	}
+	at := func(t time.Time) *string { s := t.UTC().Format(time.RFC3339Nano); return &s }
 	if !st.LastSynchronized.IsZero() {
-		b.LastSynchronizedOn = st.LastSynchronized.UnixMilli()
-		at := st.LastSynchronized.UTC().Format(time.RFC3339Nano)
-		b.LastSynchronizedAt = &at
+		b.LastSynchronizedOn, b.LastSynchronizedAt = st.LastSynchronized.UnixMilli(), at(st.LastSynchronized)
 	}
 	if st.Cursor != "" {
-		cursor, at := st.Cursor, st.DataChangedAt.UTC().Format(time.RFC3339Nano)
-		b.Cursor, b.DataChangedAt = &cursor, &at
+		b.Cursor, b.DataChangedAt = &st.Cursor, at(st.DataChangedAt)
 	}
 	if polled {
-		at := st.CheckedAt.UTC().Format(time.RFC3339Nano)
-		b.CheckedAt = &at
+		b.CheckedAt = at(st.CheckedAt)
 	}
 	return b
 }
@@ -80,12 +77,10 @@ func (s *server) getStatus() http.HandlerFunc {
 	}
 }
 
-// getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
-// then one event per change of available or stale and per change of the data (a new cursor:
-// a client that caches answers drops them), and a comment every heartbeat. Unscoped while
-// several environments are served, it streams every environment's, each event naming its
-// own. It ends when the client goes or the server stops (Config.Stop). Config.Streams bounds
-// how many are open at once.
+// getStatusStream serves GET /status/stream as Server-Sent Events: the status at once, then an
+// event per change of available, stale or the data (a new cursor: cached answers are to be
+// dropped), and a comment every heartbeat; unscoped with several environments, every one's,
+// each event naming its own. It ends when the client goes or the server stops (Config.Stop).
 func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		envs := s.envs
@@ -102,14 +97,12 @@ func (s *server) getStatusStream() http.HandlerFunc {
 		if r.Method == http.MethodHead {
 			return
 		}
-		rc := http.NewResponseController(w)
-		// The server's write timeout is for ordinary responses; a stream lives on, each of its
-		// writes bounded by the stream write timeout.
+		rc := http.NewResponseController(w) // each write bounded, not the whole stream's
 		if err := rc.SetWriteDeadline(time.Now().Add(s.StreamWriteTimeout)); err != nil {
 			Error(w, r, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
-		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]sent, len(envs)), open: s.stillOpen(r)}
+		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]said, len(envs)), open: s.stillOpen(r)}
 		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
 		defer cancel()
 		h.Set("X-Accel-Buffering", "no")
@@ -128,14 +121,13 @@ func (s *server) stillOpen(r *http.Request) func() bool {
 	return func() bool { return session.Scope().Opens(env) }
 }
 
-// stream sends each environment's current status, then its status after each change the
-// poll loop signals on changes, and a heartbeat comment, until the client goes, the server
-// stops, a write fails or its token is revoked.
+// stream sends each environment's status, again at each signal of the poll loop's one channel,
+// and heartbeats, until the client goes, the server stops, a write fails or the token is revoked.
 func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment, changes <-chan struct{}) {
 	sendAll := func() error {
 		for _, e := range envs {
-			if st, polled := e.Status(); ew.send(e, st, polled) != nil {
-				return errRevoked
+			if err := ew.send(e); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -164,24 +156,26 @@ type eventWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	s    *server
-	last map[string]sent // by environment
+	last map[string]said // by environment
 	open func() bool     // whether the stream's token still opens it
 }
 
-// sent is the last status an event said of an environment.
-type sent struct {
-	st     segments.StoreStatus
-	polled bool
+// said is what the last event said of an environment's status, of what changes are told.
+type said struct {
+	polled, available, stale bool
+	cursor                   string
 }
 
-// send writes st as an event, unless it repeats the last one sent: a signal of changes stands
-// for every environment, and a poll that completes between Subscribe and the first Status is
-// both in the first events and signalled.
-func (ew *eventWriter) send(env *segments.Environment, st segments.StoreStatus, polled bool) error {
-	if l, ok := ew.last[env.Name]; ok && l.polled && polled && st.Available == l.st.Available && st.Stale == l.st.Stale && st.Cursor == l.st.Cursor {
+// send writes env's status as an event, unless it repeats the last one sent: a signal of
+// changes stands for every environment, and a poll that completes between Subscribe and the
+// first Status is both in the first events and signalled.
+func (ew *eventWriter) send(env *segments.Environment) error {
+	st, polled := env.Status()
+	now := said{polled, st.Available, st.Stale, st.Cursor}
+	if l, ok := ew.last[env.Name]; ok && polled && l == now {
 		return nil
 	}
-	ew.last[env.Name] = sent{st, polled}
+	ew.last[env.Name] = now
 	b, _ := json.Marshal(ew.s.statusBody(env, st, polled))
 	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }

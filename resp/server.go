@@ -1,8 +1,9 @@
 // Package resp is bigseg's Redis-protocol listener: it answers the three reads a LaunchDarkly
 // SDK's own Redis Big Segment store makes (GET of the synchronization time, SMEMBERS of a
 // context's include and exclude sets) from the segments service, so that an SDK in any
-// language reads bigseg with no code of ours. It is a sibling of package handlers: it calls
-// the service through a small interface, and takes its defences from package guard.
+// language reads bigseg with no code of ours. It is a sibling of package handlers: it looks
+// contexts up in the segments.Environment of each key prefix, and takes its defences (the
+// same guard.Shedder as HTTP's among them) from package guard.
 // commands.go lists every command it answers; reader.go reads them, each within a bound of
 // 16 KiB whatever a client declares or sends; answers are sent every 32 KiB, a large one in
 // pieces as it is made, so that a connection holds a buffer of fixed size whatever it asks.

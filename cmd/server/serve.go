@@ -227,7 +227,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
 		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
 		Bodies:  guard.NewBodies(a.cfg.BodyMemoryBytes),
-		Shed:    a.shed.Middleware(handlers.Error),
+		Shed:    a.shed,
 		Streams: guard.Streams(streams, handlers.Error),
 		Tokens:  a.tokens,
 	}
