@@ -9,11 +9,10 @@ import (
 	"time"
 )
 
-// maxReadBatch bounds how many misses one read of a reader carries.
-const maxReadBatch = 256
-
-// readErrorLogInterval is the least time between two log lines about failed reads.
-const readErrorLogInterval = 10 * time.Second
+const (
+	maxReadBatch         = 256              // misses in one read of a reader, at most
+	readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
+)
 
 // Answer is what a lookup answers for one context.
 type Answer struct {
@@ -61,10 +60,9 @@ type miss struct {
 	gen  uint64 // the cache generation the read started in
 }
 
-// await reads hash once for all its lookups meanwhile (singleflight), by one of Run's readers
-// or, while Run keeps none, alone; it waits until the read is done, ctx ends or the lookup
-// timeout passes. Its timer is its own: a context with a deadline costs a miss five
-// allocations more. The read goes on for the others.
+// await reads hash once for all its lookups meanwhile (singleflight), by a reader of Run's
+// or, while Run keeps none, alone, until it is read, ctx ends or the lookup timeout passes (a
+// timer of its own: a context with a deadline costs five allocations more).
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	ch := e.flight.DoChan(hash, func() (any, error) {
 		m := &miss{hash: hash, done: make(chan struct{})}
@@ -196,9 +194,8 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeoutCause)
 }
 
-// readStore reads memberships once a read slot is free (the semaphore of the environment's
-// reads), and returns them with the cache generation the read started in. It always returns
-// one Read per hash: a store that panics or miscounts fails this read, not the process.
+// readStore reads memberships once a read slot is free, with the cache generation the read
+// started in: one Read per hash, always (a store that panics or miscounts fails the read).
 func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, uint64) {
 	select {
 	case e.slots <- struct{}{}:
@@ -250,15 +247,13 @@ func failAll(n int, err error) []Read {
 	return reads
 }
 
-// errorLog is when a failed read was last logged, and how many failed since.
-type errorLog struct {
+type errorLog struct { // when a failed read was last logged, and how many failed since
 	mu     sync.Mutex
 	logged time.Time
 	unsaid int
 }
 
-// readFailed logs a failed read by hash (keys are personal data), at most once per
-// readErrorLogInterval with the count since; a read its caller gave up is logged at debug.
+// readFailed logs a failed read by hash (keys are personal data), spaced out, with a count.
 func (e *Environment) readFailed(ctx context.Context, hash string, err error) {
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		e.log.Debug("lookup abandoned by its caller", "contextHash", hash)

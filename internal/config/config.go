@@ -20,9 +20,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
-	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
-	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -32,8 +30,9 @@ const VarPrefix = "BIGSEG"
 
 // Config is every setting of the server, read from BIGSEG_* environment variables by
 // envconfig (the struct tags name each variable and describe it for -h). Defaults live once:
-// Default, mostly the packages' own defaults, which envconfig leaves in place for the
-// variables that are unset, and which -h prints.
+// Default, mostly the packages' own defaults (the HTTP and Redis-protocol listeners' as plain
+// values, kept equal by a test in cmd/server, so that this package imports neither), which
+// envconfig leaves in place for the variables that are unset, and which -h prints.
 type Config struct {
 	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
@@ -118,11 +117,11 @@ func Default() Config {
 		StaleAfter:         segments.DefaultStaleAfter,
 		LookupTimeout:      segments.DefaultLookupTimeout,
 		StoreReadsInFlight: segments.DefaultReadsInFlight,
-		MaxKeyBytes:        handlers.DefaultMaxKeyBytes,
-		MaxBatch:           handlers.DefaultMaxBatch,
-		MaxBatchRefs:       handlers.DefaultMaxBatchRefs,
-		MaxBodyBytes:       handlers.DefaultMaxBodyBytes,
-		BodyReadTimeout:    handlers.DefaultBodyReadTimeout,
+		MaxKeyBytes:        1024, // handlers' defaults, kept equal by cmd/server's TestDefaultsAreThePackages
+		MaxBatch:           1000,
+		MaxBatchRefs:       100_000,
+		MaxBodyBytes:       1 << 20,
+		BodyReadTimeout:    2 * time.Second,
 		BodyMemoryBytes:    guard.DefaultBodyMemory,
 		LogLevel:           "info",
 		MaxInflight:        1024,
@@ -130,7 +129,7 @@ func Default() Config {
 		MaxConns:           4096,
 		MaxStreams:         1000,
 		RESPMaxConns:       4096,
-		RESPReadTimeout:    resp.DefaultReadTimeout,
+		RESPReadTimeout:    5 * time.Second, // resp's default
 		ReadHeaderTimeout:  5 * time.Second,
 		ReadTimeout:        15 * time.Second,
 		WriteTimeout:       15 * time.Second,
