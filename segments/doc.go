@@ -77,10 +77,11 @@
 // # Reads of cache misses
 //
 // Concurrent misses of one context share one read: golang.org/x/sync/singleflight, keyed by
-// hash. Misses of different contexts share store calls too, by batching, which pays (in CPU per
-// cold lookup, 1.47x without it: BENCHMARKS.md, bench/ab/singleflight.patch): while Run runs it
-// keeps, for each environment, WithReadsInFlight (DefaultReadsInFlight) reader goroutines. A
-// miss is handed to them on a channel (unbuffered, so that a miss is queued only while a
+// hash. Misses of different contexts share store calls too, by batching, which pays where
+// misses come together: without it (bench/ab/singleflight.patch, BENCHMARKS.md) a cold lookup
+// costs 1.28x the CPU and 2.1x the round trips, for Zipf traffic it makes no difference.
+// While Run runs it keeps, for each environment, WithReadsInFlight (DefaultReadsInFlight)
+// reader goroutines. A miss is handed to them on a channel (unbuffered, so that a miss is queued only while a
 // reader is busy); a reader takes one and, without waiting, every other miss waiting to be
 // handed over (up to 256), and reads them in one Store.Memberships call: one Redis pipeline
 // instead of one round trip each. Under light load every miss finds a free reader and is read

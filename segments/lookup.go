@@ -45,11 +45,21 @@ func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 		e.readFailed(ctx, hash, err)
 		return e.failed(hash, err)
 	}
-	if m.read.Err != nil {
-		return e.failed(hash, m.read.Err)
+	return e.read(hash, m.read, m.gen, st)
+}
+
+// read answers for what the store read of hash in generation gen, under st, and caches it
+// for as long as st allows: the cursor TTL while the store has a cursor, else the cache TTL.
+func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Answer {
+	if r.Err != nil {
+		return e.failed(hash, r.Err)
 	}
-	e.cache.set(hash, m.read.Membership, m.gen, e.svc.cacheFor(st))
-	return e.answer(hash, m.read.Membership, st.LookupStatus(), false)
+	ttl := e.svc.cacheTTL
+	if st.Cursor != "" {
+		ttl = e.svc.cursorTTL
+	}
+	e.cache.set(hash, r.Membership, gen, ttl)
+	return e.answer(hash, r.Membership, st.LookupStatus(), false)
 }
 
 // miss is one hash being read for every lookup of it.
@@ -135,10 +145,7 @@ func (e *Environment) readBatch(batch []*miss) {
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
-	st := e.status.Load()
-	if st == nil {
-		st = e.firstStatus(ctx)
-	}
+	st := e.firstStatus(ctx)
 	answers := make([]Answer, len(hashes))
 	missing := make(map[string]int) // hash -> index into toRead
 	var toRead []string
@@ -158,14 +165,8 @@ func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer
 		reads, gen = e.readStore(ctx, toRead)
 	}
 	for i, h := range hashes {
-		if answers[i].Cached {
-			continue
-		}
-		if r := reads[missing[h]]; r.Err != nil {
-			answers[i] = e.failed(h, r.Err)
-		} else {
-			e.cache.set(h, r.Membership, gen, e.svc.cacheFor(st))
-			answers[i] = e.answer(h, r.Membership, st.LookupStatus(), false)
+		if !answers[i].Cached {
+			answers[i] = e.read(h, reads[missing[h]], gen, st)
 		}
 	}
 	return answers

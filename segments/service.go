@@ -193,13 +193,6 @@ func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 // CacheLen is how many entries the environment's cache holds (see the package documentation).
 func (e *Environment) CacheLen() int { return e.cache.len() }
 
-func (s *Service) cacheFor(st *StoreStatus) time.Duration {
-	if st.Cursor != "" {
-		return s.cursorTTL
-	}
-	return s.cacheTTL
-}
-
 // Drain marks the service as shutting down: Readiness is false from now on, so that load
 // balancers stop sending traffic, which is still answered meanwhile.
 func (s *Service) Drain() { s.draining.Store(true) }

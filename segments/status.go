@@ -54,9 +54,12 @@ func (e *Environment) Status() (StoreStatus, bool) {
 	return StoreStatus{Stale: true}, false
 }
 
-// firstStatus polls inline when no poll has finished yet, sharing the poll with every other
-// caller and with Run, so the first lookups after start get a true status.
+// firstStatus is the last status, or, before any poll has finished, that of a poll it shares
+// with every other caller and with Run, so that the first lookups get a true status.
 func (e *Environment) firstStatus(ctx context.Context) *StoreStatus {
+	if st := e.status.Load(); st != nil {
+		return st
+	}
 	ch := e.svc.polls.DoChan("", func() (any, error) {
 		if e.status.Load() == nil {
 			return e.svc.pollNow(context.WithoutCancel(ctx)), nil
