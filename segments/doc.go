@@ -161,7 +161,8 @@
 // For one environment, the concurrency devices are: one sync.Mutex in its cache (writes) and
 // one in its read-failure log; atomics: its status pointer and its cache's pair pointer; the
 // channel of misses to its readers and the buffered channel of its read slots; a singleflight
-// group of its misses; and, while Run runs, its readers (WithReadsInFlight goroutines). The
+// group of its misses (DoChan: a goroutine and a done channel a hash being read, for the read's
+// length); and, while Run runs, its readers (WithReadsInFlight goroutines). The
 // Service adds, for every environment together: the poll loop (Run's goroutine), a
 // singleflight group of polls, an atomic poll count, the atomic pointer to the channel that
 // says whether readers run, the draining flag, and one mutex over the subscribers' channels.
