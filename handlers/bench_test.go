@@ -43,8 +43,8 @@ func (d *discard) WriteHeader(int)             {}
 func BenchmarkHandlerCacheHit(b *testing.B) {
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
-	svc := segments.New(memory.New(f, time.Now))
-	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Shed: guard.Shed(1024, 250*time.Millisecond, Error)}, Environment{Name: "default", Service: svc}) // as by default
+	svc := oneService(memory.New(f, time.Now))
+	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Shed: guard.NewShedder(1024, 250*time.Millisecond)}, svc) // as by default
 	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
 	w := &discard{h: http.Header{}}
 	h.ServeHTTP(w, req)
@@ -82,7 +82,7 @@ func BenchmarkParseBatch(b *testing.B) {
 // that answers at once with new memberships: everything a batch costs bigseg but Redis and the
 // connection. (It runs unchanged on older revisions, which is how BENCHMARKS.md compares them.)
 func BenchmarkHandlerBatch(b *testing.B) {
-	h := New(Config{}, Environment{Name: "default", Service: segments.New(instantStore{}, segments.WithCache(0, 0))})
+	h := New(Config{}, oneService(instantStore{}, segments.WithCache(0, 0)))
 	body := []byte(`{"contextKeys":[`)
 	for i := range 100 {
 		if i > 0 {

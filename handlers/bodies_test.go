@@ -40,7 +40,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // batch, a second one needs the memory of the first, whose answer is not being read, and cuts
 // it off.
 func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
-	h := New(Config{MaxBodyBytes: 10_000, Bodies: guard.NewBodies(0)}, Environment{Name: "default", Service: segments.New(emptyStore{})})
+	h := New(Config{MaxBodyBytes: 10_000, Bodies: guard.NewBodies(0)}, oneService(emptyStore{}))
 	body := `{"contextKeys":["k"` + strings.Repeat(`,"k"`, 999) + `]}` // 4 KB: its 1,000 lookups take 256 KB
 	newReq := func() *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/memberships", strings.NewReader(body))
@@ -63,7 +63,7 @@ func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
 // waited for the stream write timeout, and gives its slot back.
 func TestUnreadStreamEnds(t *testing.T) {
 	h := New(Config{Streams: guard.Streams(1, Error), Heartbeat: time.Millisecond,
-		StreamWriteTimeout: 50 * time.Millisecond}, Environment{Name: "default", Service: segments.New(emptyStore{})})
+		StreamWriteTimeout: 50 * time.Millisecond}, oneService(emptyStore{}))
 	stuck := apitest.NewStuckWriter()
 	done := make(chan struct{})
 	go func() {

@@ -4,30 +4,27 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/bigseg/bigseg/segments"
 )
 
-// writeJSON writes v as the JSON body of a response with the given status code: every
-// answer but lookups' (see encoder). No answer may be cached: lookups are personal data, and
-// the rest changes from one moment to the next.
+// writeJSON writes v as the JSON body of every answer but lookups' (see encoder). No answer
+// may be cached: lookups are personal data, and the rest changes from moment to moment.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // only ever our own types: a bug
 		code, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	h["Cache-Control"] = noStore
+	setJSONHeaders(w.Header())
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// Lookup responses are encoded by hand: they are the hot path, their shape is fixed, and
-// encoding/json would need a map per response and reflection to build it. A test checks the
-// output against encoding/json's.
+// Lookup responses are encoded by hand: the hot path, of a fixed shape, where encoding/json
+// needs a map and reflection. A test checks the output against encoding/json's.
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
@@ -42,9 +39,8 @@ const smallAnswer = 2048
 // storeErrorMessage is what callers see of a failed read; the cause is logged.
 const storeErrorMessage = "the Big Segment store could not be read"
 
-// encoder writes one JSON answer into a pooled buffer and passes it on to the client whenever
-// it holds flushSize bytes. An answer that fits is sent in one write with its Content-Length;
-// a larger one is streamed (chunked).
+// encoder writes one JSON answer into a pooled buffer, passed on whenever it holds flushSize
+// bytes: an answer that fits is one write with its Content-Length, a larger one is chunked.
 type encoder struct {
 	w       http.ResponseWriter
 	code    int
@@ -58,12 +54,12 @@ func newEncoder(w http.ResponseWriter, code int) *encoder {
 	return &encoder{w: w, code: code, pooled: bp, b: (*bp)[:0]}
 }
 
-// Header values shared by every response: net/http only reads them, and sharing saves an
-// allocation per response.
-var (
-	jsonContentType = []string{"application/json"}
-	noStore         = []string{"no-store"}
-)
+// setJSONHeaders sets a JSON answer's headers, values of its own (a slice shared by every
+// response could be changed through any) in one allocation, not Header.Set's two.
+func setJSONHeaders(h http.Header) {
+	v := []string{"application/json", "no-store"}
+	h["Content-Type"], h["Cache-Control"] = v[0:1:1], v[1:2:2]
+}
 
 func (e *encoder) flushIfFull() {
 	if len(e.b) >= flushSize {
@@ -73,9 +69,7 @@ func (e *encoder) flushIfFull() {
 
 func (e *encoder) write() {
 	if !e.started {
-		h := e.w.Header()
-		h["Content-Type"] = jsonContentType
-		h["Cache-Control"] = noStore
+		setJSONHeaders(e.w.Header())
 		e.w.WriteHeader(e.code)
 		e.started = true
 	}
@@ -109,18 +103,10 @@ func (e *encoder) result(key string, r segments.Answer) {
 	b = appendString(b, r.ContextHash)
 	if r.Err == nil {
 		b = append(b, `,"memberships":{`...)
-		first := true
+		sep := ""
 		for ref, included := range r.Membership.All() {
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendString(b, ref)
-			if included {
-				b = append(b, ":true"...)
-			} else {
-				b = append(b, ":false"...)
-			}
+			b = strconv.AppendBool(append(appendString(append(b, sep...), ref), ':'), included)
+			sep = ","
 			e.b = b
 			e.flushIfFull()
 			b = e.b
@@ -150,9 +136,8 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// appendString appends s as a JSON string, escaped as encoding/json does without HTML
-// escaping: quotes, backslashes and control characters escaped, invalid UTF-8 replaced by
-// U+FFFD, and U+2028 and U+2029 escaped for JavaScript's sake.
+// appendString appends s as a JSON string as encoding/json escapes it without HTML escaping:
+// quotes, backslashes, control characters, U+2028 and U+2029; invalid UTF-8 becomes U+FFFD.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
@@ -164,20 +149,9 @@ func appendString(b []byte, s string) []byte {
 		}
 		if c < utf8.RuneSelf {
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
+			if j := strings.IndexByte("\"\\\n\r\t\b\f", c); j >= 0 {
+				b = append(b, '\\', "\"\\nrtbf"[j])
+			} else {
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
 			i++

@@ -2,10 +2,11 @@ package handlers
 
 import (
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/bigseg/bigseg/segments"
 )
 
 // envParam is the route parameter of the scoped routes, /environments/{env}/.
@@ -14,7 +15,7 @@ const envParam = "env"
 // environment is the environment a request is about: its scoped route's, or on an unscoped
 // route the one environment served. Else it answers a 404 that names the environments, and
 // returns false.
-func (s *server) environment(w http.ResponseWriter, r *http.Request) (Environment, bool) {
+func (s *server) environment(w http.ResponseWriter, r *http.Request) (*segments.Environment, bool) {
 	name := chi.URLParam(r, envParam)
 	if name == "" {
 		if len(s.envs) == 1 {
@@ -22,12 +23,12 @@ func (s *server) environment(w http.ResponseWriter, r *http.Request) (Environmen
 		}
 		Error(w, r, http.StatusNotFound, "several environments are served ("+s.names()+
 			"): ask under /environments/{env}/, such as /environments/"+s.envs[0].Name+r.URL.Path)
-		return Environment{}, false
+		return nil, false
 	}
 	e, ok := s.byName[name]
 	if !ok {
 		what := "no environment " + name
-		if !envName.MatchString(name) {
+		if segments.ValidateName(name) != nil {
 			what = "no such environment"
 		}
 		Error(w, r, http.StatusNotFound, what+": the environments served are "+s.names())
@@ -38,9 +39,6 @@ func (s *server) environment(w http.ResponseWriter, r *http.Request) (Environmen
 // notAnEnvironment is what scope says of a route's name that no environment could have.
 const notAnEnvironment = "(not an environment name)"
 
-// envName is what an environment's name is made of (path-safe, short).
-var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 func (s *server) names() string {
 	names := make([]string, len(s.envs))
 	for i, e := range s.envs {
@@ -50,13 +48,11 @@ func (s *server) names() string {
 }
 
 // scope is the environment a request asks the token check for: its route's, the one served
-// on an unscoped route, or "" (every environment) on an unscoped route when several are. A
-// route's name that cannot be an environment's is not repeated to the client (the check's
-// 403 names it): it stands for no environment, which only a token of every one opens, for
-// the handler's 404.
+// unscoped, or "" (every one) unscoped when several are. A name no environment could have is
+// not repeated in the check's 403: it stands for none, which only a token of every one opens.
 func (s *server) scope(r *http.Request) string {
 	if name := chi.URLParam(r, envParam); name != "" {
-		if _, known := s.byName[name]; !known && !envName.MatchString(name) {
+		if _, known := s.byName[name]; !known && segments.ValidateName(name) != nil {
 			return notAnEnvironment
 		}
 		return name

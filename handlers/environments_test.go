@@ -23,21 +23,26 @@ import (
 
 // threeEnvironments serves production and staging, each with alice in a segment of its own,
 // and qa, never synchronized.
-func threeEnvironments(t *testing.T, cfg handlers.Config) (*httptest.Server, map[string]*segments.Service) {
+func threeEnvironments(t *testing.T, cfg handlers.Config) *httptest.Server {
 	t.Helper()
-	svcs := map[string]*segments.Service{
-		"production": segments.New(memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"prod.g1"}}})),
-		"staging":    segments.New(memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"staging.g1"}}})),
-		"qa":         segments.New(neverSynchronized{}),
-	}
-	var envs []handlers.Environment
-	for _, name := range []string{"production", "staging", "qa"} {
-		svcs[name].Poll(context.Background())
-		envs = append(envs, handlers.Environment{Name: name, Service: svcs[name]})
-	}
-	srv := httptest.NewServer(handlers.New(cfg, envs...))
+	svc := services(t,
+		segments.Environment{Name: "production", Store: memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"prod.g1"}}})},
+		segments.Environment{Name: "staging", Store: memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"staging.g1"}}})},
+		segments.Environment{Name: "qa", Store: neverSynchronized{}})
+	srv := httptest.NewServer(handlers.New(cfg, svc))
 	t.Cleanup(srv.Close)
-	return srv, svcs
+	return srv
+}
+
+// services is the service of envs, polled once.
+func services(t *testing.T, envs ...segments.Environment) *segments.Service {
+	t.Helper()
+	svc, err := segments.New(envs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Poll(context.Background())
+	return svc
 }
 
 // neverSynchronized is a store that answers, but was never synchronized.
@@ -60,7 +65,7 @@ func (emptyStore) Metadata(context.Context) (segments.Metadata, error) {
 // Each environment answers its own data, by key, by hash and in a batch; qa, never
 // synchronized, answers STALE.
 func TestEnvironmentsAnswerTheirOwnData(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
+	srv := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
 	h := url.QueryEscape(segments.Hash("alice"))
 	for env, want := range map[string]map[string]bool{"production": {"prod.g1": true}, "staging": {"staging.g1": true}, "qa": {}} {
 		base := srv.URL + "/environments/" + env
@@ -84,7 +89,7 @@ func TestEnvironmentsAnswerTheirOwnData(t *testing.T) {
 // With several environments, an unscoped lookup or an unknown environment is a 404 naming
 // the environments served: never one environment's data for another's request.
 func TestEnvironmentsNotSaid(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{})
+	srv := threeEnvironments(t, handlers.Config{})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
 		"/environments/prod/memberships/alice", "/environments/prod/status", "/environments/prod/status/stream"} {
 		resp, body := get(t, srv.URL+path)
@@ -103,7 +108,7 @@ func TestEnvironmentsNotSaid(t *testing.T) {
 
 // /status lists every environment, and /environments/{env}/status is one's.
 func TestEnvironmentsStatusAndReadiness(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
+	srv := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
 	_, body := get(t, srv.URL+"/status")
 	all := apitest.Decode[struct {
 		Environments map[string]struct {
@@ -121,14 +126,9 @@ func TestEnvironmentsStatusAndReadiness(t *testing.T) {
 }
 
 func TestEnvironmentsReadinessNamesThoseNotReady(t *testing.T) {
-	envs := []handlers.Environment{
-		{Name: "production", Service: segments.New(emptyStore{})},
-		{Name: "staging", Service: segments.New(failingStore{metaErr: errors.New("down")})},
-	}
-	for _, e := range envs {
-		e.Service.(*segments.Service).Poll(context.Background())
-	}
-	srv := httptest.NewServer(handlers.New(handlers.Config{}, envs...))
+	svc := services(t, segments.Environment{Name: "production", Store: emptyStore{}},
+		segments.Environment{Name: "staging", Store: failingStore{metaErr: errors.New("down")}})
+	srv := httptest.NewServer(handlers.New(handlers.Config{}, svc))
 	defer srv.Close()
 	resp, body := get(t, srv.URL+"/readyz")
 	if resp.StatusCode != 503 || !strings.Contains(string(body), "staging: the Big Segment store is unavailable") || strings.Contains(string(body), "production") {
@@ -138,7 +138,7 @@ func TestEnvironmentsReadinessNamesThoseNotReady(t *testing.T) {
 
 // The unscoped stream of several environments sends each one's status, naming it.
 func TestEnvironmentsStream(t *testing.T) {
-	srv, _ := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
+	srv := threeEnvironments(t, handlers.Config{StoreName: "embedded"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/stream", nil)
@@ -170,7 +170,7 @@ func TestScopedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := threeEnvironments(t, handlers.Config{Tokens: tokens})
+	srv := threeEnvironments(t, handlers.Config{Tokens: tokens})
 	for _, c := range []struct {
 		token, path string
 		want        int

@@ -22,8 +22,8 @@ import (
 func fuzzHandler(t testing.TB) http.Handler {
 	t.Helper()
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"), Included: []string{"a.g1"}}}}
-	svc := segments.New(memory.New(f, nilTime))
-	return handlers.New(handlers.Config{StoreName: "embedded", MaxKeyBytes: 64, MaxBatch: 20, MaxBodyBytes: 4096}, handlers.Environment{Name: "default", Service: svc})
+	svc := oneService(memory.New(f, nilTime))
+	return handlers.New(handlers.Config{StoreName: "embedded", MaxKeyBytes: 64, MaxBatch: 20, MaxBodyBytes: 4096}, svc)
 }
 
 // checkAnswer fails on a 5xx, a non-JSON body, or a success that is not what was asked.

@@ -102,9 +102,9 @@ func (b *blockingStore) Metadata(ctx context.Context) (segments.Metadata, error)
 
 func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
-	svc := segments.New(store, segments.WithCache(0, 0))
+	svc := oneService(store, segments.WithCache(0, 0))
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: guard.Shed(1, time.Millisecond, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: guard.NewShedder(1, time.Millisecond)}, svc))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {

@@ -1,11 +1,9 @@
 // Package handlers is bigseg's HTTP API: chi routes over the segments service. routes.go lists
-// every route; api/openapi.yaml describes them, and a test keeps the two equal. The limits kept
-// under hostile clients (tokens, body memory, shedding, stream slots) come in Config as
-// middleware from package guard, which routes.go puts where they belong.
+// every route, as api/openapi.yaml does (a test keeps them equal). The limits kept under hostile
+// clients (tokens, body memory, shedding, stream slots) come from package guard in Config.
 package handlers
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,12 +16,10 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// Service is what the handlers ask of the domain; *segments.Service is one.
+// Service is what the handlers ask of the domain beside each environment's; *segments.Service is one.
 type Service interface {
-	LookupHash(ctx context.Context, hash string) segments.Answer
-	LookupBatch(ctx context.Context, hashes []string) []segments.Answer
-	Status() (segments.StoreStatus, bool)
-	Subscribe() (<-chan segments.StoreStatus, func())
+	Environments() []*segments.Environment
+	Subscribe() (<-chan struct{}, func())
 	Readiness() (ready bool, reason string)
 	Draining() bool
 	StaleAfter() time.Duration
@@ -70,15 +66,8 @@ type Config struct {
 
 	// The defences, from package guard; nil means none.
 	Bodies  *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
-	Shed    func(http.Handler) http.Handler // lookups, once their input is read (guard.Shedder.Middleware)
+	Shed    *guard.Shedder                  // lookups' slots, once their input is read, shared with the Redis-protocol listener
 	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
-}
-
-// Environment is one environment served (one of the Relay Proxy's, one key prefix): the name
-// its routes take, /environments/{env}/, and its service.
-type Environment struct {
-	Name    string
-	Service Service
 }
 
 // RequestObserver is told about every request once it is answered: the route (a chi route
@@ -88,32 +77,34 @@ type RequestObserver func(route, method string, code int, d time.Duration)
 
 // server is what the handlers read.
 type server struct {
-	envs   []Environment
-	byName map[string]Environment
+	svc    Service
+	envs   []*segments.Environment
+	byName map[string]*segments.Environment
 	Config
-	mux *chi.Mux
+	shed func(http.Handler) http.Handler // Config.Shed's middleware
+	mux  *chi.Mux
 }
 
-// New returns the HTTP API over the environments envs (at least one): each under
-// /environments/{env}/, and the one environment, when there is only one, at the unscoped
-// routes too (/memberships..., /status), as bigseg serves a single prefix.
-func New(cfg Config, envs ...Environment) http.Handler {
-	s := newServer(cfg, envs)
+// New returns the HTTP API over the service's environments: each under /environments/{env}/,
+// and the one environment, when there is only one, at the unscoped routes too
+// (/memberships..., /status), as bigseg serves a single prefix.
+func New(cfg Config, svc Service) http.Handler {
+	s := newServer(cfg, svc)
 	s.routes(s.mux)
 	return s.mux
 }
 
 // NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics) and
 // the probes (/livez, /healthz, /readyz).
-func NewOps(cfg Config, envs ...Environment) http.Handler {
-	s := newServer(cfg, envs)
+func NewOps(cfg Config, svc Service) http.Handler {
+	s := newServer(cfg, svc)
 	s.opsRoutes(s.mux)
 	return s.mux
 }
 
-func newServer(cfg Config, envs []Environment) *server {
-	s := &server{envs: envs, byName: make(map[string]Environment), Config: cfg, mux: chi.NewRouter()}
-	for _, e := range envs {
+func newServer(cfg Config, svc Service) *server {
+	s := &server{svc: svc, envs: svc.Environments(), byName: make(map[string]*segments.Environment), Config: cfg, mux: chi.NewRouter()}
+	for _, e := range s.envs {
 		s.byName[e.Name] = e
 	}
 	s.setDefaults()
@@ -130,51 +121,35 @@ func newServer(cfg Config, envs []Environment) *server {
 }
 
 func (s *server) setDefaults() {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&s.MaxKeyBytes, DefaultMaxKeyBytes)
-	def(&s.MaxBatch, DefaultMaxBatch)
-	def(&s.MaxBatchRefs, DefaultMaxBatchRefs)
+	orDefault(&s.MaxKeyBytes, DefaultMaxKeyBytes)
+	orDefault(&s.MaxBatch, DefaultMaxBatch)
+	orDefault(&s.MaxBatchRefs, DefaultMaxBatchRefs)
+	orDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+	orDefault(&s.BodyReadTimeout, DefaultBodyReadTimeout)
+	orDefault(&s.Heartbeat, DefaultHeartbeat)
+	orDefault(&s.StreamWriteTimeout, DefaultStreamWriteTimeout)
 	if s.Log == nil {
 		s.Log = slog.New(slog.DiscardHandler)
-	}
-	if s.MaxBodyBytes <= 0 {
-		s.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if s.BodyReadTimeout <= 0 {
-		s.BodyReadTimeout = DefaultBodyReadTimeout
-	}
-	if s.Heartbeat <= 0 {
-		s.Heartbeat = DefaultHeartbeat
-	}
-	if s.StreamWriteTimeout <= 0 {
-		s.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if s.Bodies == nil {
 		s.Bodies = guard.NewBodies(guard.DefaultBodyMemory)
 	}
-	for _, mw := range []*func(http.Handler) http.Handler{&s.Shed, &s.Streams} {
-		if *mw == nil {
-			*mw = func(next http.Handler) http.Handler { return next }
-		}
+	if s.Streams == nil {
+		s.Streams = func(next http.Handler) http.Handler { return next }
+	}
+	s.shed = s.Shed.Middleware(Error) // a nil Shedder sheds nothing
+}
+
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
 	}
 }
 
-// errorBody is every error response.
-type errorBody struct {
-	Error string `json:"error"`
-}
-
-// Error writes {"error": msg} with the given status code: the one way errors are written,
-// by the handlers and by the defences alike (it is their guard.Refuse). msg is for the caller:
-// it never holds internal details, which are logged instead. Unless the request is a 400 whose
-// input was read whole, the connection is closed after the answer: a client turned away that
-// retries at once must queue for a new connection like everyone else, not keep one to itself;
-// and a body not read is cut off rather than read to its end (net/http reads up to 256 KiB of
-// it, as slowly as the client sends it, to reuse the connection).
+// Error writes {"error": msg} (for the caller: internal details are logged) with code: the one
+// way errors are written, the defences' guard.Refuse too. Unless it is a 400 whose input was
+// read whole, the connection closes after it, so that a client turned away queues for a new one
+// like everyone else, and a body not read is cut off, not read (slowly, up to 256 KiB) by net/http.
 func Error(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	if _, read := guard.BodyBytes(r); code != http.StatusBadRequest || r.ContentLength != 0 && !read {
 		w.Header().Set("Connection", "close")
@@ -182,7 +157,7 @@ func Error(w http.ResponseWriter, r *http.Request, code int, msg string) {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
 	}
-	writeJSON(w, code, errorBody{Error: msg})
+	writeJSON(w, code, map[string]string{"error": msg})
 }
 
 var _ guard.Refuse = Error

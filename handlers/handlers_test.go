@@ -38,12 +38,12 @@ var trickyKeys = []string{
 // newServer serves the handler over the embedded store holding fixture entries.
 func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *httptest.Server {
 	t.Helper()
-	svc := segments.New(store)
+	svc := oneService(store)
 	var cfg handlers.Config
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
-	srv := httptest.NewServer(handlers.New(cfg, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(cfg, svc))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -362,7 +362,7 @@ func TestOpenAPIServed(t *testing.T) {
 
 // TestRoutesMatchSpec keeps routes.go and api/openapi.yaml listing the same operations.
 func TestRoutesMatchSpec(t *testing.T) {
-	h := handlers.New(handlers.Config{Metrics: http.NotFoundHandler()}, handlers.Environment{Name: "default", Service: segments.New(memoryStore(t, nil))})
+	h := handlers.New(handlers.Config{Metrics: http.NotFoundHandler()}, oneService(memoryStore(t, nil)))
 	var routes []string
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		routes = append(routes, method+" "+route)

@@ -31,13 +31,12 @@ func (s *server) getMembership() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeLookup(w, key, env.Service.LookupHash(r.Context(), segments.Hash(key)))
+		writeLookup(w, key, env.LookupHash(r.Context(), segments.Hash(key)))
 	}
 }
 
-// pathKey returns the context key of the request path. chi matches on the escaped path when
-// the request had escapes that matter (RawPath set, as for "%2F"), and then hands over the
-// still-escaped value; otherwise the value is already unescaped. So unescape exactly once.
+// pathKey returns the context key of the path, unescaped exactly once: chi hands over the
+// escaped value when the path had escapes that matter (RawPath set, as for "%2F").
 func (s *server) pathKey(r *http.Request) (string, error) {
 	key := chi.URLParam(r, "contextKey")
 	if r.URL.RawPath != "" {
@@ -70,25 +69,24 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 			return
 		}
 		q, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			Error(w, r, http.StatusBadRequest, "query string is not validly encoded")
-			return
+		hashes, given := q["contextHash"]
+		switch {
+		case err != nil:
+			err = errors.New("query string is not validly encoded")
+		case !given:
+			err = errors.New("contextHash query parameter is required (or use /memberships/{contextKey})")
+		case len(hashes) != 1:
+			err = errors.New("give contextHash once; POST /memberships looks up many")
 		}
-		hashes, ok := q["contextHash"]
-		if !ok {
-			Error(w, r, http.StatusBadRequest, "contextHash query parameter is required (or use /memberships/{contextKey})")
-			return
+		hash := ""
+		if err == nil {
+			hash, err = normalizeHash(hashes[0])
 		}
-		if len(hashes) != 1 {
-			Error(w, r, http.StatusBadRequest, "give contextHash once; POST /memberships looks up many")
-			return
-		}
-		hash, err := normalizeHash(hashes[0])
 		if err != nil {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeLookup(w, "", env.Service.LookupHash(r.Context(), hash))
+		writeLookup(w, "", env.LookupHash(r.Context(), hash))
 	}
 }
 
@@ -118,9 +116,8 @@ type batchRequest struct {
 }
 
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
-// then hashes), with all cache misses read in one store call. Its body has been read whole by
-// the time it runs (guard.Bodies.Limit), and it has taken a lookup slot (guard.Shed) which it
-// gives back as the answer begins.
+// then hashes), the misses read in one store call; its body is read (guard.Bodies.Limit) and
+// its lookup slot taken (guard.Shedder) before it runs, the slot given back as it answers.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		env, ok := s.environment(w, r)
@@ -137,7 +134,7 @@ func (s *server) postMemberships() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		results := env.Service.LookupBatch(r.Context(), hashes)
+		results := env.LookupBatch(r.Context(), hashes)
 		if refs := countRefs(results); refs > s.MaxBatchRefs {
 			Error(w, r, http.StatusBadRequest, fmt.Sprintf(
 				"the answer would hold %d segment refs, over the limit of %d: ask for fewer contexts at once", refs, s.MaxBatchRefs))
@@ -155,9 +152,8 @@ func writeBatch(w http.ResponseWriter, req batchRequest, results []segments.Answ
 		if i > 0 {
 			e.raw(",")
 		}
-		byHash := i >= len(req.ContextKeys)
-		key := ""
-		if !byHash {
+		key := "" // by hash
+		if i < len(req.ContextKeys) {
 			key = req.ContextKeys[i]
 		}
 		e.result(key, res)

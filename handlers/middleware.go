@@ -11,9 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// noBodies refuses a request body on every route but POST [/environments/{env}]/memberships, before anything else
-// is done with the request: no other route reads one, and a body left unread would be read
-// by net/http after the answer, at the client's pace.
+// noBodies refuses a body on every route but POST [/environments/{env}]/memberships, first:
+// no other route reads one, and net/http would read one left unread at the client's pace.
 func (s *server) noBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 && (r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/memberships")) {
@@ -24,20 +23,19 @@ func (s *server) noBodies(next http.Handler) http.Handler {
 	})
 }
 
-// closeWhenDraining asks clients to close their connections once shutdown has begun
-// ("Connection: close" after each answer), so that they reconnect elsewhere before the
-// listener closes, instead of losing a request sent on a connection that is closing.
+// closeWhenDraining answers "Connection: close" once shutdown has begun, so that clients
+// reconnect elsewhere before the listener closes instead of losing a request on it.
 func (s *server) closeWhenDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.envs[0].Service.Draining() { // every environment drains at once
+		if s.svc.Draining() {
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// recoverer turns a panic into a 500 with a JSON body and a log line, instead of a dropped
-// connection. http.ErrAbortHandler is passed on: it is how a handler aborts on purpose.
+// recoverer turns a panic into a logged 500, not a dropped connection; http.ErrAbortHandler,
+// a handler's way to abort on purpose, is passed on.
 func (s *server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -53,8 +51,7 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// methodLabel is the method as metrics and logs may show it: a standard method, or "other",
-// so that made-up methods never become new label values or fill logs.
+// methodLabel is a standard method, or "other": made-up methods never become labels or fill logs.
 func methodLabel(m string) string {
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
@@ -72,8 +69,7 @@ func routeLabel(r *http.Request) string {
 	return "unmatched"
 }
 
-// statusRecorder remembers the status code a handler wrote. Pooled: one is needed for every
-// request observed.
+// statusRecorder remembers the status code a handler wrote; pooled, one a request observed.
 type statusRecorder struct {
 	http.ResponseWriter
 	code int

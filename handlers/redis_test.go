@@ -10,7 +10,6 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/internal/redistest"
-	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -23,8 +22,8 @@ func TestNotYetPolledThenAvailableWithRealRedis(t *testing.T) {
 	store := redis.New(c, prefix)
 	synchronizedOn, _ := redis.MetadataKeys(prefix)
 	c.Set(context.Background(), synchronizedOn, strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
-	svc := segments.New(store)
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(store)
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, svc))
 	t.Cleanup(srv.Close)
 
 	if resp, body := get(t, srv.URL+"/readyz"); resp.StatusCode != 503 {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -32,11 +30,11 @@ type statusBody struct {
 	Environment string `json:"environment,omitempty"`
 }
 
-func (s *server) statusBody(env Environment, st segments.StoreStatus, polled bool) statusBody {
+func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, polled bool) statusBody {
 	b := statusBody{
 		Available:         st.Available,
 		Stale:             st.Stale,
-		StaleAfterSeconds: env.Service.StaleAfter().Seconds(),
+		StaleAfterSeconds: s.svc.StaleAfter().Seconds(),
 		Store:             s.StoreName,
 		Table:             s.StoreTable,
 		Version:           s.Version,
@@ -44,18 +42,15 @@ func (s *server) statusBody(env Environment, st segments.StoreStatus, polled boo
 	if len(s.envs) > 1 {
 		b.Environment = env.Name
 	}
+	at := func(t time.Time) *string { s := t.UTC().Format(time.RFC3339Nano); return &s }
 	if !st.LastSynchronized.IsZero() {
-		b.LastSynchronizedOn = st.LastSynchronized.UnixMilli()
-		at := st.LastSynchronized.UTC().Format(time.RFC3339Nano)
-		b.LastSynchronizedAt = &at
+		b.LastSynchronizedOn, b.LastSynchronizedAt = st.LastSynchronized.UnixMilli(), at(st.LastSynchronized)
 	}
 	if st.Cursor != "" {
-		cursor, at := st.Cursor, st.DataChangedAt.UTC().Format(time.RFC3339Nano)
-		b.Cursor, b.DataChangedAt = &cursor, &at
+		b.Cursor, b.DataChangedAt = &st.Cursor, at(st.DataChangedAt)
 	}
 	if polled {
-		at := st.CheckedAt.UTC().Format(time.RFC3339Nano)
-		b.CheckedAt = &at
+		b.CheckedAt = at(st.CheckedAt)
 	}
 	return b
 }
@@ -67,7 +62,7 @@ func (s *server) getStatus() http.HandlerFunc {
 		if chi.URLParam(r, envParam) == "" && len(s.envs) > 1 {
 			all := make(map[string]statusBody, len(s.envs))
 			for _, e := range s.envs {
-				st, polled := e.Service.Status()
+				st, polled := e.Status()
 				all[e.Name] = s.statusBody(e, st, polled)
 			}
 			writeJSON(w, http.StatusOK, struct {
@@ -79,17 +74,15 @@ func (s *server) getStatus() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		st, polled := env.Service.Status()
+		st, polled := env.Status()
 		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled))
 	}
 }
 
-// getStatusStream serves GET /status/stream as Server-Sent Events: the current status at once,
-// then one event per change of available or stale and per change of the data (a new cursor:
-// a client that caches answers drops them), and a comment every heartbeat. Unscoped while
-// several environments are served, it streams every environment's, each event naming its
-// own. It ends when the client goes or the server stops (Config.Stop). Config.Streams bounds
-// how many are open at once.
+// getStatusStream serves GET /status/stream as Server-Sent Events: the status at once, then an
+// event per change of available, stale or the data (a new cursor: cached answers are to be
+// dropped), and a comment every heartbeat; unscoped with several environments, every one's,
+// each event naming its own. It ends when the client goes or the server stops (Config.Stop).
 func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		envs := s.envs
@@ -98,7 +91,7 @@ func (s *server) getStatusStream() http.HandlerFunc {
 			if !ok {
 				return
 			}
-			envs = []Environment{env}
+			envs = []*segments.Environment{env}
 		}
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -106,27 +99,17 @@ func (s *server) getStatusStream() http.HandlerFunc {
 		if r.Method == http.MethodHead {
 			return
 		}
-		rc := http.NewResponseController(w)
-		// The server's write timeout is for ordinary responses; a stream lives on, each of its
-		// writes bounded by the stream write timeout.
+		rc := http.NewResponseController(w) // each write bounded, not the whole stream's
 		if err := rc.SetWriteDeadline(time.Now().Add(s.StreamWriteTimeout)); err != nil {
 			Error(w, r, http.StatusInternalServerError, "streaming is not supported here")
 			return
 		}
-		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]sent, len(envs)), open: s.stillOpen(r)}
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Context().Done())},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.Stop)},
-			{Dir: reflect.SelectRecv}, // the heartbeat's
-		}
-		for _, e := range envs {
-			changes, cancel := e.Service.Subscribe() // before reading the current status: no change lost
-			defer cancel()
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(changes)})
-		}
+		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]said, len(envs)), open: s.stillOpen(r)}
+		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
+		defer cancel()
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
-		s.stream(ew, envs, cases)
+		s.stream(r, ew, envs, changes)
 	}
 }
 
@@ -140,32 +123,29 @@ func (s *server) stillOpen(r *http.Request) func() bool {
 	return func() bool { return session.Scope().Opens(env) }
 }
 
-// stream sends each environment's current status, then each change and a heartbeat comment,
-// until the client goes, the server stops, a write fails or its token is revoked. cases are what it waits on: the
-// client's end, the server's stop, the heartbeat, then each environment's changes.
-func (s *server) stream(ew *eventWriter, envs []Environment, cases []reflect.SelectCase) {
-	for _, e := range envs {
-		st, polled := e.Service.Status()
-		if ew.send(e, st, polled) != nil {
-			return
+// stream sends each environment's status, again at each signal of the poll loop's one channel,
+// and heartbeats, until the client goes, the server stops, a write fails or the token is revoked.
+func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment, changes <-chan struct{}) {
+	sendAll := func() error {
+		for _, e := range envs {
+			if err := ew.send(e); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
 	heartbeat := time.NewTicker(s.Heartbeat)
 	defer heartbeat.Stop()
-	cases[2].Chan = reflect.ValueOf(heartbeat.C)
-	for {
-		i, v, _ := reflect.Select(cases)
-		var err error
-		switch i {
-		case 0, 1:
+	for err := sendAll(); err == nil; {
+		select {
+		case <-r.Context().Done():
 			return
-		case 2:
+		case <-s.Stop:
+			return
+		case <-heartbeat.C:
 			err = ew.comment("heartbeat")
-		default:
-			err = ew.send(envs[i-3], v.Interface().(segments.StoreStatus), true)
-		}
-		if err != nil {
-			return
+		case <-changes:
+			err = sendAll()
 		}
 	}
 }
@@ -178,23 +158,26 @@ type eventWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	s    *server
-	last map[string]sent // by environment
+	last map[string]said // by environment
 	open func() bool     // whether the stream's token still opens it
 }
 
-// sent is the last status an event said of an environment.
-type sent struct {
-	st     segments.StoreStatus
-	polled bool
+// said is what the last event said of an environment's status, of what changes are told.
+type said struct {
+	polled, available, stale bool
+	cursor                   string
 }
 
-// send writes st as an event, unless it repeats the last one sent: a poll that completes
-// between Subscribe and the first Status is both in the first event and on the channel.
-func (ew *eventWriter) send(env Environment, st segments.StoreStatus, polled bool) error {
-	if l, ok := ew.last[env.Name]; ok && l.polled && polled && st.Available == l.st.Available && st.Stale == l.st.Stale && st.Cursor == l.st.Cursor {
+// send writes env's status as an event, unless it repeats the last one sent: a signal of
+// changes stands for every environment, and a poll that completes between Subscribe and the
+// first Status is both in the first events and signalled.
+func (ew *eventWriter) send(env *segments.Environment) error {
+	st, polled := env.Status()
+	now := said{polled, st.Available, st.Stale, st.Cursor}
+	if l, ok := ew.last[env.Name]; ok && polled && l == now {
 		return nil
 	}
-	ew.last[env.Name] = sent{st, polled}
+	ew.last[env.Name] = now
 	b, _ := json.Marshal(ew.s.statusBody(env, st, polled))
 	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }
@@ -232,22 +215,11 @@ type readyBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// getReady serves /readyz: ready when every environment is (see segments.Service.Readiness);
-// else the reason, with several environments that of each one not ready, by name.
+// getReady serves /readyz: segments.Service.Readiness, with its reason when not ready.
 func (s *server) getReady() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var not []string
-		for _, e := range s.envs {
-			if ready, reason := e.Service.Readiness(); !ready {
-				if len(s.envs) == 1 {
-					not = append(not, reason)
-				} else {
-					not = append(not, e.Name+": "+reason)
-				}
-			}
-		}
-		if len(not) > 0 {
-			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: strings.Join(not, "; ")})
+		if ready, reason := s.svc.Readiness(); !ready {
+			writeJSON(w, http.StatusServiceUnavailable, readyBody{Reason: reason})
 			return
 		}
 		writeJSON(w, http.StatusOK, readyBody{Ready: true})

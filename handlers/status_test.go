@@ -64,8 +64,8 @@ func TestStatusAndReadiness(t *testing.T) {
 	store := &switchStore{}
 	synced := time.Date(2026, 11, 29, 15, 26, 40, 0, time.UTC)
 	now := synced.Add(time.Minute)
-	svc := segments.New(store, segments.WithClock(func() time.Time { return now }), segments.WithStaleAfter(2*time.Minute))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(store, segments.WithClock(func() time.Time { return now }), segments.WithStaleAfter(2*time.Minute))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, svc))
 	t.Cleanup(srv.Close)
 
 	status := func() statusJSON {
@@ -138,8 +138,8 @@ func TestStatusAndReadiness(t *testing.T) {
 
 func TestReadyRequiresFresh(t *testing.T) {
 	store := &switchStore{}
-	svc := segments.New(store, segments.WithStaleAfter(time.Minute), segments.WithReadyRequiresFresh(true))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(store, segments.WithStaleAfter(time.Minute), segments.WithReadyRequiresFresh(true))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, svc))
 	t.Cleanup(srv.Close)
 	store.set(time.Now().Add(-time.Hour), nil)
 	svc.Poll(context.Background())
@@ -249,9 +249,9 @@ func TestStatusStream(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{}
 	store.set(time.Now(), nil)
-	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
+	svc := oneService(store, segments.WithStaleAfter(time.Minute))
 	stop := make(chan struct{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Stop: stop, Heartbeat: time.Millisecond}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Stop: stop, Heartbeat: time.Millisecond}, svc))
 	t.Cleanup(srv.Close)
 	svc.Poll(ctx)
 
@@ -289,8 +289,8 @@ func TestStatusStream(t *testing.T) {
 func TestStatusStreamManySubscribers(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{}
-	svc := segments.New(store, segments.WithStaleAfter(time.Minute))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(store, segments.WithStaleAfter(time.Minute))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, svc))
 	t.Cleanup(srv.Close)
 	store.set(time.Now(), nil)
 	svc.Poll(ctx)
@@ -352,8 +352,8 @@ func stuckStream(t *testing.T, url string) *events {
 
 func TestStreamIsInSpec(t *testing.T) {
 	// The stream's headers and status are checked against the spec too.
-	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(&switchStore{})
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, svc))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/stream", nil)
@@ -388,9 +388,9 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 	const writeTimeout = 100 * time.Millisecond
 	store := &switchStore{}
 	store.set(time.Now(), nil)
-	svc := segments.New(store)
+	svc := oneService(store)
 	svc.Poll(context.Background())
-	srv := httptest.NewUnstartedServer(handlers.New(handlers.Config{StoreName: "embedded", Heartbeat: 10 * time.Millisecond}, handlers.Environment{Name: "default", Service: svc}))
+	srv := httptest.NewUnstartedServer(handlers.New(handlers.Config{StoreName: "embedded", Heartbeat: 10 * time.Millisecond}, svc))
 	srv.Config.WriteTimeout = writeTimeout
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -412,8 +412,8 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 // Status streams hold connections open: at most WithMaxStreams at once (beyond, a JSON 503
 // with Retry-After, at once), and with tokens configured only for clients with one.
 func TestStatusStreamLimits(t *testing.T) {
-	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Streams: guard.Streams(3, handlers.Error)}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(&switchStore{})
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Streams: guard.Streams(3, handlers.Error)}, svc))
 	t.Cleanup(srv.Close)
 	for range 3 {
 		openStream(t, srv.URL+"/status/stream").next(t)
@@ -423,7 +423,7 @@ func TestStatusStreamLimits(t *testing.T) {
 		t.Errorf("a fourth stream: %d %v %s, want a JSON 503 with Retry-After", resp.StatusCode, resp.Header, body)
 	}
 
-	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: newTokens([]string{"tok"})}, handlers.Environment{Name: "default", Service: svc}))
+	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: newTokens([]string{"tok"})}, svc))
 	t.Cleanup(authed.Close)
 	if resp, body := get(t, authed.URL+"/status/stream"); resp.StatusCode != 401 {
 		t.Errorf("a stream without a token: %d %s, want 401", resp.StatusCode, body)
@@ -445,8 +445,8 @@ func TestStatusStreamLimits(t *testing.T) {
 
 // Before the first poll, the status says what is known: nothing; never synchronized is stale.
 func TestStatusBeforeFirstPoll(t *testing.T) {
-	svc := segments.New(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(&switchStore{})
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, svc))
 	t.Cleanup(srv.Close)
 	st := openStream(t, srv.URL+"/status/stream").next(t)
 	if st.Available || !st.Stale || st.CheckedAt != nil || st.LastSynchronizedOn != 0 {
@@ -463,8 +463,8 @@ func TestStatusBeforeFirstPoll(t *testing.T) {
 func TestStatusFollowsTheCursor(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{synced: time.Now(), cursor: "v1"}
-	svc := segments.New(store)
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, handlers.Environment{Name: "default", Service: svc}))
+	svc := oneService(store)
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, svc))
 	t.Cleanup(srv.Close)
 	svc.Poll(ctx)
 	_, body := get(t, srv.URL+"/status")
@@ -503,9 +503,9 @@ func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := segments.New(&switchStore{}, segments.WithStaleAfter(time.Minute))
+	svc := oneService(&switchStore{}, segments.WithStaleAfter(time.Minute))
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: tokens, Heartbeat: 10 * time.Millisecond},
-		handlers.Environment{Name: "default", Service: svc}))
+		svc))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

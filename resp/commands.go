@@ -119,7 +119,7 @@ func (s *Server) get(c *conn, args [][]byte) {
 	if !s.opens(c, env) {
 		return
 	}
-	st, polled := env.Service.Status()
+	st, polled := env.Status()
 	switch {
 	case !polled || !st.Available:
 		c.out = redcon.AppendError(c.out, "ERR the Big Segment store is unavailable")
@@ -132,7 +132,7 @@ func (s *Server) get(c *conn, args [][]byte) {
 
 // lookup is a context's answer, kept for the SMEMBERS of its other set that follows.
 type lookup struct {
-	env    *Environment
+	env    *segments.Environment
 	hash   string
 	kind   int // the set asked for with it
 	answer segments.Answer
@@ -177,7 +177,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 			c.out = redcon.AppendError(c.out, "BUSY "+guard.TooBusy)
 			return
 		}
-		a = env.Service.LookupHash(context.Background(), hash)
+		a = env.LookupHash(context.Background(), hash)
 		s.cfg.Shed.Release()
 		c.last = lookup{env: env, hash: hash, kind: kind, answer: a}
 	}
@@ -284,7 +284,7 @@ func (s *Server) signedIn(c *conn) bool {
 
 // opens says whether the connection's token opens env, answering NOPERM if not. Its scope is
 // the token's as the tokens are now: a token rescoped opens what it now does.
-func (s *Server) opens(c *conn, env *Environment) bool {
+func (s *Server) opens(c *conn, env *segments.Environment) bool {
 	if !s.cfg.Tokens.Enabled() || c.session.Scope().Opens(env.Name) {
 		return true
 	}

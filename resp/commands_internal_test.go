@@ -25,9 +25,9 @@ func benchServer(b *testing.B, refs int) (*Server, *conn, [2][][]byte) {
 	for i := range refs {
 		c.Included = append(c.Included, "segment-"+strconv.Itoa(i)+".g1")
 	}
-	svc := segments.New(memory.New(&fixture.Fixture{Contexts: []fixture.Context{c}}, time.Now))
+	svc := oneService(memory.New(&fixture.Fixture{Contexts: []fixture.Context{c}}, time.Now))
 	svc.Poll(context.Background())
-	s := New(Config{}, Environment{Name: "default", Prefix: "launchdarkly", Service: svc})
+	s := New(Config{}, svc.Environments()[0])
 	pair := [2][][]byte{
 		{[]byte("SMEMBERS"), []byte("launchdarkly:big_segment_include:" + c.Hash)},
 		{[]byte("SMEMBERS"), []byte("launchdarkly:big_segment_exclude:" + c.Hash)},

@@ -24,16 +24,16 @@ const (
 // keys reads the keys of the environments served, each under its prefix: the prefix of the
 // key an SDK asks for selects the environment, as each SDK is configured with its own.
 type keys struct {
-	byPrefix map[string]*Environment
+	byPrefix map[string]*segments.Environment
 	expected string // what a client is told the keys are
 }
 
-func newKeys(envs []Environment) keys {
-	ks := keys{byPrefix: make(map[string]*Environment, len(envs))}
+func newKeys(envs []*segments.Environment) keys {
+	ks := keys{byPrefix: make(map[string]*segments.Environment, len(envs))}
 	var prefixes []string
-	for i := range envs {
-		ks.byPrefix[envs[i].Prefix] = &envs[i]
-		prefixes = append(prefixes, strconv.Quote(envs[i].Prefix))
+	for _, e := range envs {
+		ks.byPrefix[e.Prefix] = e
+		prefixes = append(prefixes, strconv.Quote(e.Prefix))
 	}
 	what, p := "prefix "+prefixes[0], envs[0].Prefix
 	if len(prefixes) > 1 {
@@ -47,7 +47,7 @@ func newKeys(envs []Environment) keys {
 // parse says which environment's key k is, which kind, and, for a set, its context hash; env
 // is nil for a key bigseg does not serve (another prefix, another shape). A hash holds no ':',
 // so a set's prefix is what comes before the last infix.
-func (ks keys) parse(k string) (env *Environment, kind int, hash string) {
+func (ks keys) parse(k string) (env *segments.Environment, kind int, hash string) {
 	if prefix, ok := strings.CutSuffix(k, syncedOnSuffix); ok {
 		return ks.byPrefix[prefix], keySynchronizedOn, ""
 	}

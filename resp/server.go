@@ -1,8 +1,9 @@
 // Package resp is bigseg's Redis-protocol listener: it answers the three reads a LaunchDarkly
 // SDK's own Redis Big Segment store makes (GET of the synchronization time, SMEMBERS of a
 // context's include and exclude sets) from the segments service, so that an SDK in any
-// language reads bigseg with no code of ours. It is a sibling of package handlers: it calls
-// the service through a small interface, and takes its defences from package guard.
+// language reads bigseg with no code of ours. It is a sibling of package handlers: it looks
+// contexts up in the segments.Environment of each key prefix, and takes its defences (the
+// same guard.Shedder as HTTP's among them) from package guard.
 // commands.go lists every command it answers; reader.go reads them, each within a bound of
 // 16 KiB whatever a client declares or sends; answers are sent every 32 KiB, a large one in
 // pieces as it is made, so that a connection holds a buffer of fixed size whatever it asks.
@@ -31,14 +32,6 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// Service is what the listener asks of the domain; *segments.Service is one.
-type Service interface {
-	LookupHash(ctx context.Context, hash string) segments.Answer
-	Status() (segments.StoreStatus, bool)
-}
-
-var _ Service = (*segments.Service)(nil)
-
 // Bounds of what one client may make the listener hold.
 const (
 	// maxCommandBytes bounds one command (or pipelined batch of them) as it arrives: the
@@ -58,14 +51,6 @@ const (
 	DefaultReadTimeout  = 5 * time.Second
 	DefaultWriteTimeout = 5 * time.Second
 )
-
-// Environment is one environment served: its name (as tokens' scopes name it), the key prefix
-// its SDKs read, and its service.
-type Environment struct {
-	Name    string
-	Prefix  string
-	Service Service
-}
 
 // Config is what the listener is given; zero values mean the defaults, or none.
 type Config struct {
@@ -98,8 +83,9 @@ type Server struct {
 	conns    map[*conn]struct{}
 }
 
-// New returns a server over the environments envs (at least one).
-func New(cfg Config, envs ...Environment) *Server {
+// New returns a server over the environments envs (at least one), each read under its prefix,
+// as tokens' scopes name it.
+func New(cfg Config, envs ...*segments.Environment) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

@@ -32,13 +32,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serve runs the listener over svc, one environment named default of prefix launchdarkly,
 // until the test ends, and returns its address.
-func serve(t *testing.T, svc resp.Service, cfg resp.Config) string {
+func serve(t *testing.T, svc *segments.Service, cfg resp.Config) string {
 	t.Helper()
-	return serveEnvironments(t, cfg, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: svc})
+	return serveEnvironments(t, cfg, svc.Environments()[0])
 }
 
 // serveEnvironments runs the listener over envs until the test ends, and returns its address.
-func serveEnvironments(t *testing.T, cfg resp.Config, envs ...resp.Environment) string {
+func serveEnvironments(t *testing.T, cfg resp.Config, envs ...*segments.Environment) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,9 +66,20 @@ func service(t *testing.T, contexts map[string]fixture.Context, opts ...segments
 		c.Key, c.Hash = k, segments.Hash(k)
 		f.Contexts = append(f.Contexts, c)
 	}
-	svc := segments.New(memory.New(f, time.Now), opts...)
+	svc := oneService(memory.New(f, time.Now), opts...)
 	svc.Poll(context.Background())
 	return svc
+}
+
+// renamed is svc's one environment as one named name, of prefix, polled.
+func renamed(t *testing.T, svc *segments.Service, name, prefix string) *segments.Environment {
+	t.Helper()
+	svc, err := segments.New([]segments.Environment{{Name: name, Prefix: prefix, Store: svc.Environments()[0].Store}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Poll(context.Background())
+	return svc.Environments()[0]
 }
 
 var contexts = map[string]fixture.Context{
@@ -102,7 +113,7 @@ func TestSDKReads(t *testing.T) {
 			svc := service(t, contexts)
 			rc := client(t, serve(t, svc, resp.Config{Tokens: c.tokens}), c.protocol, c.password)
 			ctx := context.Background()
-			st, _ := svc.Status()
+			st, _ := svc.Environments()[0].Status()
 			if got, err := rc.Get(ctx, "launchdarkly:big_segments_synchronized_on").Result(); err != nil || got != strconv.FormatInt(st.LastSynchronized.UnixMilli(), 10) {
 				t.Errorf("GET synchronized_on: %q, %v", got, err)
 			}
@@ -140,7 +151,7 @@ func errorText(t *testing.T, rc *goredis.Client, args ...any) string {
 }
 
 func TestRefusals(t *testing.T) {
-	rc := client(t, serveEnvironments(t, resp.Config{}, resp.Environment{Name: "production", Prefix: "ld-prod", Service: service(t, contexts)}), 2, "")
+	rc := client(t, serveEnvironments(t, resp.Config{}, renamed(t, service(t, contexts), "production", "ld-prod")), 2, "")
 	for _, c := range []struct {
 		args []any
 		want string
@@ -252,7 +263,7 @@ func TestRESPShutdownBeforeServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	srv := resp.New(resp.Config{}, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: service(t, contexts)})
+	srv := resp.New(resp.Config{}, service(t, contexts).Environments()[0])
 	if err := srv.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +304,7 @@ func TestRESPServeSurvivesAcceptErrors(t *testing.T) {
 	}
 	fl := &flakyListener{Listener: ln}
 	fl.failures.Store(3)
-	srv := resp.New(resp.Config{}, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: service(t, contexts)})
+	srv := resp.New(resp.Config{}, service(t, contexts).Environments()[0])
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(fl) }()
 	t.Cleanup(func() {
@@ -321,8 +332,8 @@ func TestRESPTokenScopes(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serveEnvironments(t, resp.Config{Tokens: tokens},
-		resp.Environment{Name: "production", Prefix: "ld-prod", Service: service(t, contexts)},
-		resp.Environment{Name: "staging", Prefix: "ld-staging", Service: service(t, contexts)})
+		renamed(t, service(t, contexts), "production", "ld-prod"),
+		renamed(t, service(t, contexts), "staging", "ld-staging"))
 	for _, c := range []struct {
 		prefix, token string
 		want          string // the error, "" for none
@@ -354,8 +365,8 @@ func TestRESPEnvironments(t *testing.T) {
 	prod := service(t, map[string]fixture.Context{"alice": {Included: []string{"prod.g1"}}})
 	staging := service(t, map[string]fixture.Context{"alice": {Included: []string{"staging.g1"}}})
 	rc := client(t, serveEnvironments(t, resp.Config{},
-		resp.Environment{Name: "production", Prefix: "ld-prod", Service: prod},
-		resp.Environment{Name: "staging", Prefix: "ld-staging", Service: staging}), 2, "")
+		renamed(t, prod, "production", "ld-prod"),
+		renamed(t, staging, "staging", "ld-staging")), 2, "")
 	ctx := context.Background()
 	h := segments.Hash("alice")
 	for prefix, want := range map[string]string{"ld-prod": "prod.g1", "ld-staging": "staging.g1"} {
@@ -409,23 +420,20 @@ func inline(t *testing.T, addr string) func(cmd string) string {
 	}
 }
 
-// countingService counts the lookups of the service it wraps.
-type countingService struct {
-	*segments.Service
-	lookups atomic.Int64
-}
+// countingLookups is an observer that counts lookups.
+type countingLookups struct{ lookups atomic.Int64 }
 
-func (s *countingService) LookupHash(ctx context.Context, hash string) segments.Answer {
-	s.lookups.Add(1)
-	return s.Service.LookupHash(ctx, hash)
-}
+func (o *countingLookups) Lookup(segments.LookupStatus, bool)             { o.lookups.Add(1) }
+func (o *countingLookups) StoreRead(string, time.Duration, error)         {}
+func (o *countingLookups) StatusPolled(segments.StoreStatus, error, bool) {}
+func (o *countingLookups) DataChanged()                                   {}
 
 // TestPairedSets: the SMEMBERS of a context's exclude set right after that of its include set
 // (or the other way round) is answered from the same lookup, one after the other or pipelined;
 // after another command, or of another context, it is a lookup of its own.
 func TestPairedSets(t *testing.T) {
-	svc := &countingService{Service: service(t, contexts)}
-	addr := serve(t, svc, resp.Config{})
+	svc := &countingLookups{}
+	addr := serve(t, service(t, contexts, segments.WithObserver(func(*segments.Environment) segments.Observer { return svc })), resp.Config{})
 	inc := func(k string) string { return "launchdarkly:big_segment_include:" + segments.Hash(k) }
 	exc := func(k string) string { return "launchdarkly:big_segment_exclude:" + segments.Hash(k) }
 	for _, c := range []struct {

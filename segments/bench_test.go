@@ -72,7 +72,7 @@ func cachedBytesPerContext(t testing.TB, n int) float64 {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	before := heapAlloc()
-	s := New(newGeneratedStore(200), WithCache(2*n, time.Hour)) // n fit in the young generation
+	s := newOne(newGeneratedStore(200), WithCache(2*n, time.Hour)) // n fit in the young generation
 	hashes := make([]string, 0, 1000)
 	for i := 0; i < n; i += 1000 {
 		hashes = hashes[:0]
@@ -113,7 +113,7 @@ func TestCacheMemoryBound(t *testing.T) {
 }
 
 func BenchmarkLookupCacheHit(b *testing.B) {
-	s := New(newGeneratedStore(200))
+	s := newOne(newGeneratedStore(200))
 	ctx := context.Background()
 	s.LookupHash(ctx, Hash("alice"))
 	b.ReportAllocs()
@@ -127,7 +127,7 @@ func BenchmarkLookupCacheHit(b *testing.B) {
 // BenchmarkLookupMiss is a lookup that misses the cache (it is off) and waits for its read,
 // with the service running as in production (its store readers parked between reads).
 func BenchmarkLookupMiss(b *testing.B) {
-	s := New(newGeneratedStore(200), WithCache(0, 0))
+	s := newOne(newGeneratedStore(200), WithCache(0, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
@@ -142,7 +142,7 @@ func BenchmarkLookupMiss(b *testing.B) {
 }
 
 func BenchmarkLookupCacheHitParallel(b *testing.B) {
-	s := New(newGeneratedStore(200))
+	s := newOne(newGeneratedStore(200))
 	ctx := context.Background()
 	for i := range 1000 {
 		s.LookupHash(ctx, Hash("user-"+strconv.Itoa(i)))

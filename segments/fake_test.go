@@ -116,3 +116,28 @@ func (c *clock) Add(d time.Duration) {
 }
 
 var errBoom = errors.New("boom")
+
+// one is a Service of one environment, with the methods of both.
+type one struct {
+	*Service
+	*Environment
+}
+
+// newOne is the Service of one environment, named default, over store.
+func newOne(store Store, opts ...Option) one {
+	s, err := New([]Environment{{Name: "default", Store: store}}, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return one{s, s.Environments()[0]}
+}
+
+// Poll polls and returns the environment's status.
+func (o one) Poll(ctx context.Context) StoreStatus {
+	o.Service.Poll(ctx)
+	st, _ := o.Status()
+	return st
+}
+
+// Readiness is the service's.
+func (o one) Readiness() (bool, string) { return o.Service.Readiness() }

@@ -9,111 +9,176 @@ import (
 	"time"
 )
 
-// ErrStoreUnreachable is the error of a lookup that was not even tried because the last status
-// poll could not reach the store: the poller, not every lookup, finds out when it is back.
-var ErrStoreUnreachable = errors.New("the Big Segment store is unreachable")
-
-// readErrorLogInterval is the least time between two log lines about failed membership reads.
-const readErrorLogInterval = 10 * time.Second
+const (
+	maxReadBatch         = 256              // misses in one read of a reader, at most
+	readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
+)
 
 // Answer is what a lookup answers for one context.
 type Answer struct {
-	// ContextHash is the hash the store was (or would have been) read with.
-	ContextHash string
-	// Membership is the context's membership; empty when Err is set.
-	Membership Membership
-	// Status is StoreError when Err is set, otherwise the status of the store.
-	Status LookupStatus
-	// Err says why the membership could not be read.
-	Err error
-	// Cached is true when the answer came from the cache.
-	Cached bool
+	ContextHash string       // the hash the store was (or would have been) read with
+	Membership  Membership   // empty when Err is set
+	Status      LookupStatus // StoreError when Err is set, else the store's
+	Err         error        // why the membership could not be read
+	Cached      bool         // the answer came from the cache
 }
 
-// LookupHash answers for the context with the given hash: Hash of its key, or a hash from a
-// caller, which should be checked with ValidateHash first (LookupHash reads whatever it is
-// given). Before the first status poll has finished it polls inline, within the lookup timeout.
-func (s *Service) LookupHash(ctx context.Context, hash string) Answer {
-	st := s.status.Load()
-	if st == nil { // before the first poll has finished: poll inline, within the lookup timeout
+// LookupHash answers for the context with the given hash (Hash of its key, or a caller's
+// hash checked with ValidateHash). Before the first poll has finished it polls inline.
+func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
+	st := e.status.Load()
+	if st == nil {
 		var cancel context.CancelFunc
-		ctx, cancel = s.withTimeout(ctx)
+		ctx, cancel = e.svc.withTimeout(ctx)
 		defer cancel()
-		current := s.currentStatus(ctx)
-		st = &current
+		st = e.firstStatus(ctx)
 	}
-	if m, ok := s.cache.get(hash); ok {
-		return s.answer(hash, m, st.LookupStatus(), true)
+	if m, ok := e.cache.get(hash); ok {
+		return e.answer(hash, m, st.LookupStatus(), true)
 	}
 	if st.Unreachable {
-		return s.failed(hash, ErrStoreUnreachable)
+		return e.failed(hash, ErrStoreUnreachable)
 	}
-	cl := s.reads.get(hash)
-	if err := s.await(ctx, cl); err != nil {
+	m, err := e.await(ctx, hash)
+	if err != nil {
 		err = fmt.Errorf("read membership: %w", err)
-		s.readFailed(ctx, hash, err)
-		return s.failed(hash, err)
+		e.readFailed(ctx, hash, err)
+		return e.failed(hash, err)
 	}
-	if cl.err != nil {
-		return s.failed(hash, cl.err)
-	}
-	s.cache.set(hash, cl.m, cl.generation, s.cacheFor(*st))
-	return s.answer(hash, cl.m, st.LookupStatus(), false)
+	return e.read(hash, m.read, m.gen, st)
 }
 
-// LookupBatch answers for many contexts at once, in order. Every cache miss of the batch is
-// read from the store in one call (one pipelined round trip on Redis), which waits for a read
-// slot like any other; a context asked for twice is read once.
-func (s *Service) LookupBatch(ctx context.Context, hashes []string) []Answer {
-	ctx, cancel := s.withTimeout(ctx)
+// read answers for what the store read of hash in generation gen, under st, and caches it
+// for as long as st allows: the cursor TTL while the store has a cursor, else the cache TTL.
+func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Answer {
+	if r.Err != nil {
+		return e.failed(hash, r.Err)
+	}
+	ttl := e.svc.cacheTTL
+	if st.Cursor != "" {
+		ttl = e.svc.cursorTTL
+	}
+	e.cache.set(hash, r.Membership, gen, ttl)
+	return e.answer(hash, r.Membership, st.LookupStatus(), false)
+}
+
+// miss is one hash being read for every lookup of it.
+type miss struct {
+	hash string
+	done chan struct{} // closed once read and gen are set
+	read Read
+	gen  uint64 // the cache generation the read started in
+}
+
+// await reads hash once for all its lookups meanwhile (singleflight), by a reader of Run's
+// or, while Run keeps none, alone, until it is read, ctx ends or the lookup timeout passes (a
+// timer of its own: a context with a deadline costs five allocations more).
+func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
+	ch := e.flight.DoChan(hash, func() (any, error) {
+		m := &miss{hash: hash, done: make(chan struct{})}
+		select {
+		case e.misses <- m:
+			<-m.done
+		case <-*e.svc.readers.Load():
+			e.readBatch([]*miss{m})
+		}
+		return m, nil
+	})
+	var timeout <-chan time.Time // never ready without a lookup timeout
+	if e.svc.lookupTimeout > 0 {
+		t := time.NewTimer(e.svc.lookupTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case r := <-ch:
+		return r.Val.(*miss), nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-timeout:
+		return nil, e.svc.timeoutCause
+	}
+}
+
+// readMisses is a reader of Run's: it takes a miss and every miss waiting with it (up to
+// maxReadBatch), without waiting for more, and reads them in one store call.
+func (e *Environment) readMisses(ctx context.Context) {
+	batch := make([]*miss, 0, maxReadBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-e.misses:
+			batch = append(batch[:0], m)
+		}
+	more:
+		for len(batch) < maxReadBatch {
+			select {
+			case m := <-e.misses:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		e.readBatch(batch)
+		clear(batch)
+	}
+}
+
+// readBatch reads batch on a context of its own: one caller giving up fails no one else.
+func (e *Environment) readBatch(batch []*miss) {
+	hashes := make([]string, len(batch))
+	for i, m := range batch {
+		hashes[i] = m.hash
+	}
+	ctx, cancel := e.svc.withTimeout(context.Background())
 	defer cancel()
-	status := s.currentStatus(ctx)
+	reads, gen := e.readStore(ctx, hashes)
+	for i, m := range batch {
+		m.read, m.gen = reads[i], gen
+		close(m.done)
+	}
+}
+
+// LookupBatch answers for many contexts at once, in order: the batch's misses are read in
+// one store call of its own (a context asked twice is read once), which takes a read slot.
+func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
+	ctx, cancel := e.svc.withTimeout(ctx)
+	defer cancel()
+	st := e.firstStatus(ctx)
 	answers := make([]Answer, len(hashes))
 	missing := make(map[string]int) // hash -> index into toRead
 	var toRead []string
 	for i, h := range hashes {
-		if m, ok := s.cache.get(h); ok {
-			answers[i] = s.answer(h, m, status.LookupStatus(), true)
-			continue
-		}
-		if _, ok := missing[h]; !ok {
+		if m, ok := e.cache.get(h); ok {
+			answers[i] = e.answer(h, m, st.LookupStatus(), true)
+		} else if _, ok := missing[h]; !ok {
 			missing[h] = len(toRead)
 			toRead = append(toRead, h)
 		}
-		answers[i].ContextHash = h
 	}
 	if len(toRead) == 0 {
 		return answers
 	}
-	var reads []Read
-	var gen uint64
-	if status.Unreachable {
-		reads = failAll(len(toRead), ErrStoreUnreachable)
-	} else {
-		reads, gen = s.readStore(ctx, toRead)
+	reads, gen := failAll(len(toRead), ErrStoreUnreachable), uint64(0)
+	if !st.Unreachable {
+		reads, gen = e.readStore(ctx, toRead)
 	}
-	for i, a := range answers {
-		if a.Cached {
-			continue
+	for i, h := range hashes {
+		if !answers[i].Cached {
+			answers[i] = e.read(h, reads[missing[h]], gen, st)
 		}
-		r := reads[missing[a.ContextHash]]
-		if r.Err != nil {
-			answers[i] = s.failed(a.ContextHash, r.Err)
-			continue
-		}
-		s.cache.set(a.ContextHash, r.Membership, gen, s.cacheFor(status))
-		answers[i] = s.answer(a.ContextHash, r.Membership, status.LookupStatus(), false)
 	}
 	return answers
 }
 
-func (s *Service) answer(hash string, m Membership, status LookupStatus, cached bool) Answer {
-	s.obs.Lookup(status, cached)
+func (e *Environment) answer(hash string, m Membership, status LookupStatus, cached bool) Answer {
+	e.obs.Lookup(status, cached)
 	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
 }
 
-func (s *Service) failed(hash string, err error) Answer {
-	s.obs.Lookup(StoreError, false)
+func (e *Environment) failed(hash string, err error) Answer {
+	e.obs.Lookup(StoreError, false)
 	return Answer{ContextHash: hash, Status: StoreError, Err: err}
 }
 
@@ -134,54 +199,23 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeoutCause)
 }
 
-// await waits until cl is read, ctx ends or the lookup timeout passes, whichever is first:
-// with a timer of its own, not a context with a deadline (which costs a miss five more
-// allocations, and a place among the request context's children).
-func (s *Service) await(ctx context.Context, cl *call) error {
-	var timeout <-chan time.Time // nil, never ready, without a lookup timeout
-	if s.lookupTimeout > 0 {
-		t := time.NewTimer(s.lookupTimeout)
-		defer t.Stop()
-		timeout = t.C
-	}
+// readStore reads memberships once a read slot is free, with the cache generation the read
+// started in: one Read per hash, always (a store that panics or miscounts fails the read).
+func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, uint64) {
 	select {
-	case <-cl.done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-timeout:
-		return s.timeoutCause
-	}
-}
-
-// readDetached reads for the coalescer, on a context of its own: one caller giving up must
-// not fail the others waiting on the same read.
-func (s *Service) readDetached(hashes []string) ([]Read, uint64) {
-	ctx, cancel := s.withTimeout(context.Background())
-	defer cancel()
-	return s.readStore(ctx, hashes)
-}
-
-// readStore reads memberships from the store once a read slot is free, timing the read for
-// the observer, and returns them with the cache generation the read started in: what it read
-// may be cached only while that generation lasts. It always returns one Read per hash: a store
-// that panics or answers for the wrong number of contexts fails this read, not the process.
-func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read, gen uint64) {
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
+	case e.slots <- struct{}{}:
+		defer func() { <-e.slots }()
 	case <-ctx.Done():
 		err := fmt.Errorf("read membership: %w", context.Cause(ctx))
-		s.readFailed(ctx, hashes[0], err)
+		e.readFailed(ctx, hashes[0], err)
 		return failAll(len(hashes), err), 0
 	}
-	gen = s.cache.currentGeneration()
-	start := time.Now()
-	reads, err := s.storeMemberships(ctx, hashes)
+	gen, start := e.cache.currentGeneration(), time.Now()
+	reads, err := e.storeMemberships(ctx, hashes)
 	if err != nil {
 		err = fmt.Errorf("read membership: %w", err)
-		s.readFailed(ctx, hashes[0], err)
-		s.obs.StoreRead(OpMemberships, time.Since(start), err)
+		e.readFailed(ctx, hashes[0], err)
+		e.obs.StoreRead(OpMemberships, time.Since(start), err)
 		return failAll(len(hashes), err), gen
 	}
 	for i := range reads {
@@ -191,24 +225,20 @@ func (s *Service) readStore(ctx context.Context, hashes []string) (reads []Read,
 		if reads[i].Err != nil {
 			reads[i].Err = fmt.Errorf("read membership: %w", reads[i].Err)
 			err = reads[i].Err
-			s.readFailed(ctx, hashes[i], err)
+			e.readFailed(ctx, hashes[i], err)
 		}
 	}
-	s.obs.StoreRead(OpMemberships, time.Since(start), err)
+	e.obs.StoreRead(OpMemberships, time.Since(start), err)
 	return reads, gen
 }
 
-// storeMemberships calls the store, and fails the whole read when the store breaks its
-// contract: by panicking (a bug in one store must not take the process down) or by answering
-// for another number of contexts than asked (the reads could not be matched to hashes).
-func (s *Service) storeMemberships(ctx context.Context, hashes []string) (reads []Read, err error) {
+func (e *Environment) storeMemberships(ctx context.Context, hashes []string) (reads []Read, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			reads, err = nil, fmt.Errorf("store panicked: %v", v)
 		}
 	}()
-	reads = s.store.Memberships(ctx, hashes)
-	if len(reads) != len(hashes) {
+	if reads = e.Store.Memberships(ctx, hashes); len(reads) != len(hashes) {
 		return nil, fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
 	}
 	return reads, nil
@@ -222,36 +252,31 @@ func failAll(n int, err error) []Read {
 	return reads
 }
 
-// errorLog is when a failed read was last logged, and how many failed since.
-type errorLog struct {
+type errorLog struct { // when a failed read was last logged, and how many failed since
 	mu     sync.Mutex
 	logged time.Time
 	unsaid int
 }
 
-// readFailed logs a failed read, by hash (context keys are personal data), at most once per
-// readErrorLogInterval with the number of failures since the last line: an outage makes a few
-// lines, not one per lookup (the status change is logged anyway). A read its caller gave up on
-// is not the store's fault.
-func (s *Service) readFailed(ctx context.Context, hash string, err error) {
+// readFailed logs a failed read by hash (keys are personal data), spaced out, with a count.
+func (e *Environment) readFailed(ctx context.Context, hash string, err error) {
 	if errors.Is(context.Cause(ctx), context.Canceled) {
-		s.log.Debug("lookup abandoned by its caller", "contextHash", hash)
+		e.log.Debug("lookup abandoned by its caller", "contextHash", hash)
 		return
 	}
-	e := &s.readErrs
-	e.mu.Lock()
-	now := s.now()
-	if !e.logged.IsZero() && now.Sub(e.logged) < readErrorLogInterval {
-		e.unsaid++
-		e.mu.Unlock()
+	r, now := e.readErrs, e.svc.now()
+	r.mu.Lock()
+	if !r.logged.IsZero() && now.Sub(r.logged) < readErrorLogInterval {
+		r.unsaid++
+		r.mu.Unlock()
 		return
 	}
-	unsaid := e.unsaid
-	e.logged, e.unsaid = now, 0
-	e.mu.Unlock()
+	unsaid := r.unsaid
+	r.logged, r.unsaid = now, 0
+	r.mu.Unlock()
 	attrs := []slog.Attr{slog.String("contextHash", hash), slog.String("err", err.Error()), slog.Int("failedSinceLastLog", unsaid)}
-	if s.errorCode != nil {
-		attrs = append(attrs, slog.String("code", s.errorCode(err)))
+	if e.svc.errorCode != nil {
+		attrs = append(attrs, slog.String("code", e.svc.errorCode(err)))
 	}
-	s.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed", attrs...)
+	e.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed", attrs...)
 }

@@ -49,7 +49,7 @@ func TestBrokenStoreFailsTheRead(t *testing.T) {
 				}
 				return make([]Read, len(hashes))
 			}}
-			s := New(store, WithClock(clk.Now))
+			s := newOne(store, WithClock(clk.Now))
 			check := func(what string, r Answer) {
 				t.Helper()
 				if r.Status != StoreError || r.Err == nil || !strings.Contains(r.Err.Error(), tt.wantErr) {

@@ -1,6 +1,7 @@
 package segments
 
 import (
+	"cmp"
 	"encoding/binary"
 	"iter"
 	"slices"
@@ -10,63 +11,37 @@ import (
 )
 
 // Membership is the set of Big Segment refs (such as "beta-users.g3") that a context is
-// explicitly included in or excluded from. The zero value means "no membership".
-//
-// A Membership is immutable and one machine word wide: identical sets share one interned,
-// canonical encoding, so a cache of millions of contexts holds each distinct set once. Real data
-// repeats the same few sets endlessly, which is what makes this pay.
+// included in or excluded from; the zero value is "no membership". It is immutable and one
+// word wide: identical sets share one interned encoding (see the package documentation).
 type Membership struct {
 	h unique.Handle[string]
 }
 
 // NewMembership returns the membership with the given refs. A ref listed as both included and
-// excluded is included: inclusion wins, as in the LaunchDarkly SDKs.
+// excluded is included, as in the SDKs.
 func NewMembership(included, excluded []string) Membership {
 	if len(included)+len(excluded) == 0 {
 		return Membership{}
 	}
 	type entry struct {
-		ref      string
-		included bool
+		ref  string
+		flag byte // '+' included, '-' excluded: '+' sorts first
 	}
-	entries := make([]entry, 0, len(included)+len(excluded))
-	for _, r := range included {
-		entries = append(entries, entry{r, true})
-	}
-	for _, r := range excluded {
-		entries = append(entries, entry{r, false})
-	}
-	// Sort by ref with included first, so that the first of each run of equal refs is the
-	// one that counts.
-	slices.SortFunc(entries, func(a, b entry) int {
-		if c := strings.Compare(a.ref, b.ref); c != 0 {
-			return c
+	entries, size := make([]entry, 0, len(included)+len(excluded)), 0
+	for i, refs := range [][]string{included, excluded} {
+		for _, r := range refs {
+			entries = append(entries, entry{r, "+-"[i]})
+			size += 1 + binary.MaxVarintLen64 + len(r)
 		}
-		switch {
-		case a.included == b.included:
-			return 0
-		case a.included:
-			return -1
-		default:
-			return 1
-		}
-	})
-	size := 0
-	for _, e := range entries {
-		size += 1 + binary.MaxVarintLen64 + len(e.ref)
 	}
+	// By ref, included first, so that the first of each run of equal refs is the one that counts.
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Or(strings.Compare(a.ref, b.ref), cmp.Compare(a.flag, b.flag)) })
 	buf := make([]byte, 0, size)
 	for i, e := range entries {
-		if i > 0 && entries[i-1].ref == e.ref {
-			continue
+		if i == 0 || entries[i-1].ref != e.ref {
+			buf = binary.AppendUvarint(append(buf, e.flag), uint64(len(e.ref)))
+			buf = append(buf, e.ref...)
 		}
-		flag := byte('-')
-		if e.included {
-			flag = '+'
-		}
-		buf = append(buf, flag)
-		buf = binary.AppendUvarint(buf, uint64(len(e.ref)))
-		buf = append(buf, e.ref...)
 	}
 	return Membership{unique.Make(string(buf))}
 }
@@ -82,13 +57,10 @@ func (m Membership) encoded() string {
 // the refs. Callers that encode responses get a stable order without sorting.
 func (m Membership) All() iter.Seq2[string, bool] {
 	return func(yield func(string, bool) bool) {
-		s := m.encoded()
-		for len(s) > 0 {
-			included := s[0] == '+'
+		for s := m.encoded(); len(s) > 0; {
 			n, w := uvarint(s[1:])
-			start := 1 + w
-			ref := s[start : start+int(n)]
-			s = s[start+int(n):]
+			ref, included := s[1+w:1+w+int(n)], s[0] == '+'
+			s = s[1+w+int(n):]
 			if !yield(ref, included) {
 				return
 			}
@@ -115,18 +87,15 @@ func (m Membership) validUTF8() bool {
 	return true
 }
 
-// uvarint decodes a binary.AppendUvarint number from the start of s without converting s to a
-// byte slice; the encodings it reads are only ever made by NewMembership.
-func uvarint(s string) (uint64, int) {
-	var x uint64
-	var shift uint
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if b < 0x80 {
-			return x | uint64(b)<<shift, i + 1
+// uvarint decodes a binary.AppendUvarint number from the start of s, as NewMembership wrote it,
+// without converting s to a byte slice.
+func uvarint(s string) (x uint64, n int) {
+	for shift := uint(0); n < len(s); shift += 7 {
+		b := s[n]
+		n++
+		if x |= uint64(b&0x7f) << shift; b < 0x80 {
+			return x, n
 		}
-		x |= uint64(b&0x7f) << shift
-		shift += 7
 	}
-	return x, len(s)
+	return x, n
 }

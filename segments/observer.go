@@ -8,21 +8,17 @@ const (
 	OpMetadata    = "metadata"
 )
 
-// Observer is told what the Service does, so that metrics can be kept without this package
-// knowing how. Methods are called synchronously on hot paths and must be fast and safe for
-// concurrent use.
+// Observer is told what an environment does, so that metrics can be kept without this
+// package knowing how. It is called synchronously on hot paths: fast, safe for concurrent use.
 type Observer interface {
-	// Lookup is called once per context looked up, with its status and whether it was served
-	// from the cache.
+	// Lookup is called once per context looked up, with its status and whether it was cached.
 	Lookup(status LookupStatus, cached bool)
-	// StoreRead is called after every store read with its operation (OpMemberships or
-	// OpMetadata), duration and error.
+	// StoreRead is called after every store read with its operation, duration and error.
 	StoreRead(op string, d time.Duration, err error)
-	// StatusPolled is called after every status poll; changed says whether Available or Stale
-	// differs from the previous poll (always true for the first).
+	// StatusPolled is called after every poll; changed says whether Available or Stale
+	// differs from the poll before (always true for the first).
 	StatusPolled(st StoreStatus, err error, changed bool)
-	// DataChanged is called when a poll finds a new cursor: every cached membership was just
-	// dropped.
+	// DataChanged is called when a poll finds a new cursor: the cache was just dropped.
 	DataChanged()
 }
 

@@ -1,7 +1,12 @@
 package segments
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,9 +14,8 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// Defaults. The cache TTL, poll interval and staleness threshold are the LaunchDarkly SDKs';
-// the cache size is larger than an SDK's 1000, as suits a service shared by many callers; the
-// cursor TTL, lookup timeout and reads in flight have no SDK counterpart.
+// Defaults: the cache TTL, poll interval and staleness threshold are the SDKs'; the cache is
+// larger than an SDK's 1000, as suits a service shared by many callers.
 const (
 	DefaultCacheSize     = 100_000
 	DefaultCacheTTL      = 5 * time.Second
@@ -22,146 +26,124 @@ const (
 	DefaultReadsInFlight = 4
 )
 
-// Service answers which Big Segments a context is in, by context hash (see Hash): it serves
-// recent answers from a bounded cache, reads the store on misses (one read for concurrent
-// misses of the same context, one store call for misses that queue behind the reads in
-// flight), and keeps the store's status up to date while Run runs. The package documentation
-// has the design; lookup.go has the lookups, coalesce.go the shared reads, cache.go the cache
-// and status.go the status.
+// Service answers which Big Segments a context is in, in each of its environments, and owns
+// their status: its poll loop (Run) reads every environment's metadata in one call a tick and
+// publishes each one's status. The package documentation has the design.
 type Service struct {
-	store         Store
-	cache         *cache
-	cacheTTL      time.Duration // how long an answer is cached while the store has no cursor
-	cursorTTL     time.Duration // ... and while it has one: a new cursor drops it anyway
-	pollInterval  time.Duration
-	staleAfter    time.Duration
-	lookupTimeout time.Duration
-	timeoutCause  error // errLookupTimeout{lookupTimeout}, made once
-	now           func() time.Time
-	log           *slog.Logger
-	errorCode     func(error) string // a store error's bounded code, for logs; nil for none
-	obs           Observer
+	envs []*Environment
+	read func(ctx context.Context) []MetadataRead // every environment's metadata, in order
 
-	readsInFlight int
-	reads         *coalescer         // single lookups' store reads
-	slots         chan struct{}      // store reads in flight, of single lookups and batches alike
-	readErrs      errorLog           // failed reads, logged at most once per interval
-	polls         singleflight.Group // one key: inline polls of lookups before any poll finished
-	pollLock      chan struct{}      // one poll at a time, so that each status follows the one before
-	status        atomic.Pointer[StoreStatus]
+	cacheSize, readsInFlight                      int
+	cacheTTL, cursorTTL, pollInterval, staleAfter time.Duration
+	lookupTimeout                                 time.Duration
+	timeoutCause                                  error // errLookupTimeout{lookupTimeout}, made once
+	readyRequiresFresh                            bool
+	now                                           func() time.Time
+	log                                           *slog.Logger
+	errorCode                                     func(error) string // a store error's bounded code, for logs; nil for none
+	observer                                      func(*Environment) Observer
 
-	subsMu sync.Mutex
-	subs   map[*subscription]struct{}
+	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
+	pollSeq  atomic.Uint64                 // polls begun
+	readers  atomic.Pointer[chan struct{}] // closed while Run keeps no readers
+	subsMu   sync.Mutex
+	subs     map[chan struct{}]struct{}
+	draining atomic.Bool
+}
 
-	readyRequiresFresh bool
-	draining           atomic.Bool
+// Environment is one environment served: its name (in routes, tokens' scopes and metrics),
+// the key prefix of its data, its store and, once New has made it part of a Service, its
+// status (with the cursor) and its cache (with the data generation).
+type Environment struct {
+	Name   string
+	Prefix string // "" where the store has none
+	Store  Store
+
+	svc      *Service
+	log      *slog.Logger
+	obs      Observer
+	cache    *cache
+	status   *atomic.Pointer[StoreStatus] // published by polls
+	flight   *singleflight.Group          // one read of a hash at a time
+	misses   chan *miss                   // to Run's readers
+	slots    chan struct{}                // the semaphore of store reads in flight
+	readErrs *errorLog
+}
+
+var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidateName says why name cannot be an environment's (it is part of paths), or nil.
+func ValidateName(name string) error {
+	if !envName.MatchString(name) {
+		return errors.New("a name is lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (it is part of paths)")
+	}
+	return nil
 }
 
 // Option configures a Service.
 type Option func(*Service)
 
-// WithCache sets the membership cache's entry bound and the TTL of answers read while the
-// store has no cursor (WithCursorTTL sets the other). Either at zero or below turns the cache
-// off. Defaults: DefaultCacheSize, DefaultCacheTTL.
+// WithCache sets the cache's entry bound, shared evenly by the environments, and the TTL of
+// answers read while the store has no cursor; either at zero turns the cache off.
 func WithCache(size int, ttl time.Duration) Option {
-	return func(s *Service) {
-		s.cacheTTL, s.cache = ttl, nil
-		if ttl > 0 {
-			s.cache = newCache(size, nil)
-		}
-	}
+	return func(s *Service) { s.cacheSize, s.cacheTTL = size, ttl }
 }
 
-// WithCursorTTL sets how long an answer is cached while the store has a cursor: every cached
-// answer is dropped when the cursor changes, so it only bounds how long a change made without
-// one (by hand) can go unseen. Default DefaultCursorTTL.
-func WithCursorTTL(d time.Duration) Option {
-	return func(s *Service) { s.cursorTTL = d }
+// WithCursorTTL sets how long an answer is cached while the store has a cursor (a new cursor
+// drops it anyway): it bounds how long a change made by hand can go unseen.
+func WithCursorTTL(d time.Duration) Option { return func(s *Service) { s.cursorTTL = d } }
+
+// WithPollInterval sets how often Run polls; it is capped at the staleness threshold.
+func WithPollInterval(d time.Duration) Option { return func(s *Service) { s.pollInterval = d } }
+
+// WithStaleAfter sets how old the last synchronization may be before the data is stale.
+func WithStaleAfter(d time.Duration) Option { return func(s *Service) { s.staleAfter = d } }
+
+// WithLookupTimeout bounds how long a lookup, batch or poll waits for the store (then
+// StoreError); zero means no bound of the service's own.
+func WithLookupTimeout(d time.Duration) Option { return func(s *Service) { s.lookupTimeout = d } }
+
+// WithReadsInFlight bounds an environment's store reads at once: Run keeps as many readers.
+func WithReadsInFlight(n int) Option { return func(s *Service) { s.readsInFlight = n } }
+
+// WithReadyRequiresFresh makes Readiness false while data is stale, not only unavailable.
+func WithReadyRequiresFresh(b bool) Option { return func(s *Service) { s.readyRequiresFresh = b } }
+
+// WithMetadataRead sets how every environment's metadata is read at once (one round trip on
+// a database that holds them all), one MetadataRead per environment, in order; by default
+// each store's Metadata is read in turn.
+func WithMetadataRead(read func(ctx context.Context) []MetadataRead) Option {
+	return func(s *Service) { s.read = read }
 }
 
-// WithPollInterval sets how often Run polls the store's status; it is capped at staleAfter so
-// that staleness is never noticed later than it happens. Default DefaultPollInterval.
-func WithPollInterval(d time.Duration) Option {
-	return func(s *Service) { s.pollInterval = d }
-}
-
-// WithStaleAfter sets how old the last synchronization may be before the data counts as
-// stale. Default DefaultStaleAfter.
-func WithStaleAfter(d time.Duration) Option {
-	return func(s *Service) { s.staleAfter = d }
-}
-
-// WithLookupTimeout bounds how long a lookup (or batch, or status poll) may wait for the
-// store: past it, the lookup answers StoreError. Zero means no bound of the service's own.
-// Default DefaultLookupTimeout.
-func WithLookupTimeout(d time.Duration) Option {
-	return func(s *Service) { s.lookupTimeout = d }
-}
-
-// WithReadsInFlight bounds how many store reads run at once, for single lookups and batches
-// alike; misses of single lookups that arrive while all are busy are read together, in one
-// store call. Default DefaultReadsInFlight.
-func WithReadsInFlight(n int) Option {
-	return func(s *Service) { s.readsInFlight = n }
-}
-
-// WithReadyRequiresFresh makes Readiness false while the data is stale, not only while the
-// store is unavailable.
-func WithReadyRequiresFresh(b bool) Option {
-	return func(s *Service) { s.readyRequiresFresh = b }
-}
-
-// WithClock replaces time.Now for staleness, cache expiry, the spacing of read-failure logs
-// and the times in StoreStatus, so tests can move time.
-func WithClock(now func() time.Time) Option {
-	return func(s *Service) { s.now = now }
-}
+// WithClock replaces time.Now for staleness, cache expiry, log spacing and status times.
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
 // WithLogger sets where status changes and failed reads are logged. Default: discard.
-func WithLogger(l *slog.Logger) Option {
-	return func(s *Service) { s.log = l }
-}
+func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
 // WithErrorCode names each store error in the logs of failed reads and of the store
 // becoming unavailable with code(err), as "code": a bounded name the store gives its errors
 // (such as an AWS error code), for searching logs by cause. Default: no code.
-func WithErrorCode(code func(error) string) Option {
-	return func(s *Service) { s.errorCode = code }
-}
+func WithErrorCode(code func(error) string) Option { return func(s *Service) { s.errorCode = code } }
 
-// WithObserver sets who is told about lookups, reads and polls (metrics). Default: no one.
-func WithObserver(o Observer) Option {
-	return func(s *Service) { s.obs = o }
-}
+// WithObserver sets who is told of each environment's lookups, reads and polls (metrics).
+func WithObserver(of func(*Environment) Observer) Option { return func(s *Service) { s.observer = of } }
 
-// New returns a Service reading store. It starts nothing: call Run to poll the store's status
-// and keep store readers ready.
-func New(store Store, opts ...Option) *Service {
+// New returns the Service of envs: at least one, each with a store and a valid name of its
+// own. It starts nothing: Run polls and keeps the store readers.
+func New(envs []Environment, opts ...Option) (*Service, error) {
 	s := &Service{
-		store:         store,
-		cache:         newCache(DefaultCacheSize, nil),
-		cacheTTL:      DefaultCacheTTL,
-		cursorTTL:     DefaultCursorTTL,
-		pollInterval:  DefaultPollInterval,
-		staleAfter:    DefaultStaleAfter,
-		lookupTimeout: DefaultLookupTimeout,
-		readsInFlight: DefaultReadsInFlight,
-		now:           time.Now,
-		log:           slog.New(slog.DiscardHandler),
-		obs:           nopObserver{},
-		subs:          make(map[*subscription]struct{}),
-		pollLock:      make(chan struct{}, 1),
+		cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, cursorTTL: DefaultCursorTTL,
+		pollInterval: DefaultPollInterval, staleAfter: DefaultStaleAfter,
+		lookupTimeout: DefaultLookupTimeout, readsInFlight: DefaultReadsInFlight,
+		now: time.Now, log: slog.New(slog.DiscardHandler), subs: make(map[chan struct{}]struct{}),
+		observer: func(*Environment) Observer { return nopObserver{} },
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	s.timeoutCause = errLookupTimeout{s.lookupTimeout}
-	s.readsInFlight = max(s.readsInFlight, 1)
-	s.slots = make(chan struct{}, s.readsInFlight)
-	s.reads = newCoalescer(s.readDetached, s.readsInFlight, maxReadBatch)
-	if s.cache != nil {
-		s.cache.now = s.now
-	}
+	s.timeoutCause, s.readsInFlight = errLookupTimeout{s.lookupTimeout}, max(s.readsInFlight, 1)
 	if s.staleAfter <= 0 {
 		s.staleAfter = DefaultStaleAfter
 	}
@@ -169,24 +151,86 @@ func New(store Store, opts ...Option) *Service {
 		s.pollInterval = DefaultPollInterval
 	}
 	s.pollInterval = min(s.pollInterval, s.staleAfter)
-	return s
+	s.readers.Store(&noReaders)
+	if s.read == nil {
+		s.read = s.readEach
+	}
+	if len(envs) == 0 {
+		return nil, errors.New("no environment to serve")
+	}
+	seen := map[string]bool{}
+	for _, in := range envs {
+		switch err := ValidateName(in.Name); {
+		case err != nil:
+			return nil, fmt.Errorf("environment %q: %w", in.Name, err)
+		case seen[in.Name]:
+			return nil, fmt.Errorf("environment %q is given twice", in.Name)
+		case in.Store == nil:
+			return nil, fmt.Errorf("environment %q has no store", in.Name)
+		}
+		seen[in.Name] = true
+		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: s.log,
+			status: new(atomic.Pointer[StoreStatus]), flight: new(singleflight.Group), misses: make(chan *miss),
+			slots: make(chan struct{}, s.readsInFlight), readErrs: new(errorLog)}
+		if s.cacheTTL > 0 && s.cacheSize > 0 {
+			e.cache = newCache(max(s.cacheSize/len(envs), 1), s.now)
+		}
+		if len(envs) > 1 {
+			e.log = s.log.With("environment", e.Name)
+		}
+		e.obs = s.observer(e)
+		s.envs = append(s.envs, e)
+	}
+	return s, nil
 }
 
-// PollInterval is the interval Run polls at, after capping at staleAfter.
+// noReaders is closed: lookups read their misses themselves while Run keeps no readers.
+var noReaders = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Environments are the environments served, in the order given to New.
+func (s *Service) Environments() []*Environment { return s.envs }
+
+// PollInterval is the interval Run polls at, after capping at StaleAfter.
 func (s *Service) PollInterval() time.Duration { return s.pollInterval }
 
-// StaleAfter is the configured staleness threshold.
+// StaleAfter is the staleness threshold.
 func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
-// CacheLen is the number of entries the cache holds, at most its bound: an expired entry counts
-// until its generation of the cache is dropped, and an entry copied from the old generation
-// into the young one counts in both.
-func (s *Service) CacheLen() int { return s.cache.len() }
+// CacheLen is how many entries the environment's cache holds (see the package documentation).
+func (e *Environment) CacheLen() int { return e.cache.len() }
 
-// cacheFor is how long an answer read under st is cached.
-func (s *Service) cacheFor(st StoreStatus) time.Duration {
-	if st.Cursor != "" {
-		return s.cursorTTL
+// Drain marks the service as shutting down: Readiness is false from now on, so that load
+// balancers stop sending traffic, which is still answered meanwhile.
+func (s *Service) Drain() { s.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Readiness says whether this instance should get traffic, and if not why: not once it
+// drains, not before the first poll, not while a store is unavailable, and (with
+// WithReadyRequiresFresh) not while data is stale; several environments are each named.
+func (s *Service) Readiness() (ready bool, reason string) {
+	if s.Draining() {
+		return false, "shutting down"
 	}
-	return s.cacheTTL
+	var not []string
+	for _, e := range s.envs {
+		st, polled := e.Status()
+		why := ""
+		switch {
+		case !polled:
+			why = "the store's status has not been polled yet"
+		case !st.Available:
+			why = "the Big Segment store is unavailable"
+		case s.readyRequiresFresh && st.Stale:
+			why = "the Big Segment data is stale"
+		default:
+			continue
+		}
+		if len(s.envs) == 1 {
+			return false, why
+		}
+		not = append(not, e.Name+": "+why)
+	}
+	return len(not) == 0, strings.Join(not, "; ")
 }

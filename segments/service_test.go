@@ -17,11 +17,11 @@ import (
 )
 
 // newTestService returns a service on a fake store synchronized now on a fake clock.
-func newTestService(t *testing.T, opts ...Option) (*Service, *fakeStore, *clock) {
+func newTestService(t *testing.T, opts ...Option) (one, *fakeStore, *clock) {
 	t.Helper()
 	store, clk := newFakeStore(), newClock()
 	store.setMeta(clk.Now(), nil)
-	s := New(store, append([]Option{WithClock(clk.Now)}, opts...)...)
+	s := newOne(store, append([]Option{WithClock(clk.Now)}, opts...)...)
 	return s, store, clk
 }
 
@@ -347,11 +347,11 @@ func TestFirstLookupPollsInline(t *testing.T) {
 }
 
 func TestPollIntervalCappedAtStaleAfter(t *testing.T) {
-	s := New(newFakeStore(), WithPollInterval(time.Hour), WithStaleAfter(time.Minute))
+	s := newOne(newFakeStore(), WithPollInterval(time.Hour), WithStaleAfter(time.Minute))
 	if got := s.PollInterval(); got != time.Minute {
 		t.Errorf("PollInterval = %v, want 1m", got)
 	}
-	s = New(newFakeStore())
+	s = newOne(newFakeStore())
 	if s.PollInterval() != DefaultPollInterval || s.StaleAfter() != DefaultStaleAfter {
 		t.Errorf("defaults: %v, %v", s.PollInterval(), s.StaleAfter())
 	}
@@ -364,7 +364,8 @@ func TestSubscribeGetsChangesOnly(t *testing.T) {
 	defer cancel()
 	next := func() (StoreStatus, bool) {
 		select {
-		case st := <-ch:
+		case <-ch:
+			st, _ := s.Status()
 			return st, true
 		default:
 			return StoreStatus{}, false
@@ -446,7 +447,7 @@ func (o *countingObserver) StatusPolled(_ StoreStatus, _ error, changed bool) {
 
 func TestObserver(t *testing.T) {
 	obs := &countingObserver{}
-	s, _, _ := newTestService(t, WithObserver(obs))
+	s, _, _ := newTestService(t, WithObserver(func(*Environment) Observer { return obs }))
 	ctx := context.Background()
 	s.LookupHash(ctx, Hash("a"))
 	s.LookupHash(ctx, Hash("a"))

@@ -3,171 +3,130 @@ package segments
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
-// recoveryPollInterval is how often the status is polled while the store is unreachable, if
+// recoveryPollInterval is how often the status is polled while a store is unreachable, if
 // the poll interval is longer: lookups fail fast meanwhile, so recovery should be seen soon.
 const recoveryPollInterval = time.Second
 
-// ErrInvalidMetadata marks a Metadata error where the store answered, but with data that is
-// not valid metadata: the store is unavailable, but reachable, so lookups still read it.
-var ErrInvalidMetadata = errors.New("invalid Big Segment metadata")
-
-// ErrInvalidData is the error of a context whose stored membership cannot be answered as it
-// is, such as a segment ref that is not UTF-8 text: the lookup fails rather than answer a
-// changed ref.
-var ErrInvalidData = errors.New("invalid Big Segment data")
-
-// LookupStatus says how far a lookup's answer can be trusted, with the values and meaning of
-// the LaunchDarkly SDKs' BigSegmentsStatus.
+// LookupStatus says how far a lookup's answer can be trusted: the values and precedence of
+// the SDKs' BigSegmentsStatus.
 type LookupStatus string
 
-// Lookup statuses, in order of precedence: a failed read or an unavailable store outranks
-// staleness.
+// Lookup statuses, in order of precedence.
 const (
-	// Healthy: the membership was read from a store that is available and up to date.
-	Healthy LookupStatus = "HEALTHY"
-	// Stale: the store is available, but the synchronizer has not updated it within staleAfter
-	// (or ever), so the answer may be out of date.
-	Stale LookupStatus = "STALE"
-	// StoreError: the read failed, or the last status poll could not read the store.
-	StoreError LookupStatus = "STORE_ERROR"
+	Healthy    LookupStatus = "HEALTHY"     // read from a store that is available and up to date
+	Stale      LookupStatus = "STALE"       // the data was not synchronized within staleAfter (or ever)
+	StoreError LookupStatus = "STORE_ERROR" // the read failed, or the last poll could not read the store
 )
 
-// StoreStatus is the result of one status poll.
+// StoreStatus is an environment's status after a poll; a failed poll keeps the last
+// synchronization time and cursor known, so data ages while its store is unavailable.
 type StoreStatus struct {
-	// Available is true when the poll read the store's metadata.
-	Available bool
-	// Unreachable is true when the poll failed to reach the store at all (as opposed to
-	// reading metadata that is not valid): lookups then fail at once instead of each trying.
-	Unreachable bool
-	// Stale is true when the store was never synchronized, or was last synchronized staleAfter
-	// or longer before the poll. A failed poll keeps the last known synchronization time, so a
-	// store that was stale stays stale while unavailable.
-	Stale bool
-	// LastSynchronized is the last synchronization time known, zero if none is.
-	LastSynchronized time.Time
-	// Cursor is the last cursor known (see Metadata.Cursor), "" if none is.
-	Cursor string
-	// DataChangedAt is when a poll first saw the data as it is now: the first poll, or the
-	// one that found a new cursor. Zero while the store has no cursor, since then changes
-	// cannot be seen.
-	DataChangedAt time.Time
-	// CheckedAt is when the poll ran.
-	CheckedAt time.Time
+	Available        bool      // the poll read the metadata
+	Unreachable      bool      // the poll could not reach the store (not ErrInvalidMetadata): lookups fail at once
+	Stale            bool      // never synchronized, or last synchronized staleAfter or more before the poll
+	LastSynchronized time.Time // the last synchronization time known, zero if none
+	Cursor           string    // the last cursor known, "" if none
+	DataChangedAt    time.Time // when a poll first saw the data as it is; zero without a cursor
+	CheckedAt        time.Time // when the poll ran
 }
 
-// LookupStatus is the status a lookup answered under this store status gets when its own
-// read succeeded.
+// LookupStatus is the status of a lookup whose own read succeeded under this store status.
 func (s StoreStatus) LookupStatus() LookupStatus {
 	switch {
 	case !s.Available:
 		return StoreError
 	case s.Stale:
 		return Stale
-	default:
-		return Healthy
 	}
+	return Healthy
 }
 
-// isStale applies the SDKs' rule: never synchronized, or synchronized staleAfter or more ago.
-// A synchronization time in the future (clock skew between hosts) is not stale.
-func isStale(lastSynchronized, now time.Time, staleAfter time.Duration) bool {
-	if lastSynchronized.IsZero() {
-		return true
-	}
-	return now.Sub(lastSynchronized) >= staleAfter
-}
-
-// Status returns the last polled store status, and false if no poll has completed yet (the
-// store then counts as unavailable and stale, as never synchronized). It never reads the store.
-func (s *Service) Status() (StoreStatus, bool) {
-	if st := s.status.Load(); st != nil {
+// Status returns the environment's last polled status, and false before the first poll has
+// finished (unavailable and stale, as never synchronized). It never reads the store.
+func (e *Environment) Status() (StoreStatus, bool) {
+	if st := e.status.Load(); st != nil {
 		return *st, true
 	}
 	return StoreStatus{Stale: true}, false
 }
 
-// currentStatus returns the last polled status, polling inline (once, shared by concurrent
-// callers) when there is none yet, so the first lookups after start get a true status.
-func (s *Service) currentStatus(ctx context.Context) StoreStatus {
-	if st := s.status.Load(); st != nil {
-		return *st
-	}
-	ch := s.polls.DoChan("", func() (any, error) {
-		if st := s.status.Load(); st != nil {
-			return *st, nil
-		}
-		return s.Poll(context.WithoutCancel(ctx)), nil
-	})
-	select {
-	case r := <-ch:
-		return r.Val.(StoreStatus)
-	case <-ctx.Done():
-		return StoreStatus{Stale: true, CheckedAt: s.now()}
-	}
-}
-
-// Poll reads the store's metadata now, records the resulting status, tells subscribers if
-// Available, Stale or the data changed, and returns it. A new cursor drops every cached
-// answer. Run calls it on schedule. Polls run one at a time, so a slow poll never overwrites
-// the status of a later one.
-func (s *Service) Poll(ctx context.Context) StoreStatus {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	if !s.lockPoll(ctx) { // a poll before it is stuck: its outcome will be the status
-		st, _ := s.Status()
+// firstStatus is the last status, or, before any poll has finished, that of a poll it shares
+// with every other caller and with Run, so that the first lookups get a true status.
+func (e *Environment) firstStatus(ctx context.Context) *StoreStatus {
+	if st := e.status.Load(); st != nil {
 		return st
 	}
-	defer s.unlockPoll()
-	start := time.Now()
-	md, err := s.store.Metadata(ctx)
-	return s.record(md, err, time.Since(start))
-}
-
-func (s *Service) lockPoll(ctx context.Context) bool {
+	ch := e.svc.polls.DoChan("", func() (any, error) {
+		if e.status.Load() == nil {
+			return e.svc.pollNow(context.WithoutCancel(ctx)), nil
+		}
+		return e.svc.pollSeq.Load(), nil
+	})
 	select {
-	case s.pollLock <- struct{}{}:
-		return true
+	case <-ch:
+		if st := e.status.Load(); st != nil {
+			return st
+		}
 	case <-ctx.Done():
-		return false
+	}
+	return &StoreStatus{Stale: true, CheckedAt: e.svc.now()}
+}
+
+// Poll polls every environment now and tells subscribers if any status changed. A poll
+// running when it is called is waited for, then followed by a new one: its read may predate
+// what the caller changed.
+func (s *Service) Poll(ctx context.Context) {
+	if before := s.pollSeq.Load(); s.poll(ctx) <= before {
+		s.poll(ctx)
 	}
 }
 
-func (s *Service) unlockPoll() { <-s.pollLock }
+// poll runs a poll, or joins the one running, and returns its number: polls run one at a
+// time, so that a slow poll never overwrites the status of a later one.
+func (s *Service) poll(ctx context.Context) uint64 {
+	v, _, _ := s.polls.Do("", func() (any, error) { return s.pollNow(ctx), nil })
+	return v.(uint64)
+}
 
-// record makes the status of a poll that read md and err in d its own, with the poll lock
-// held: see Poll.
-func (s *Service) record(md Metadata, err error, d time.Duration) StoreStatus {
-	s.obs.StoreRead(OpMetadata, d, err)
-	prev := s.status.Load()
-	st, dataChanged := s.nextStatus(prev, md, err)
-	if dataChanged {
-		s.cache.invalidate()
-	}
-	s.status.Store(&st)
-
-	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
-	s.obs.StatusPolled(st, err, changed)
-	if dataChanged {
-		s.obs.DataChanged()
-		s.log.Debug("big segment data changed", "cursor", st.Cursor)
+func (s *Service) pollNow(ctx context.Context) uint64 {
+	seq := s.pollSeq.Add(1)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	start := time.Now()
+	reads := s.read(ctx)
+	d, changed := time.Since(start), false
+	for i, e := range s.envs {
+		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
+		if i < len(reads) {
+			r = reads[i]
+		}
+		changed = e.record(r.Metadata, r.Err, d) || changed
 	}
 	if changed {
-		s.logChange(st, err)
+		s.notify()
 	}
-	if changed || dataChanged {
-		s.publish(st)
-	}
-	return st
+	return seq
 }
 
-// nextStatus is the status after a poll that read md and err, given the status before it;
-// dataChanged says whether the poll found a new cursor. A failed poll keeps what was known.
-func (s *Service) nextStatus(prev *StoreStatus, md Metadata, err error) (st StoreStatus, dataChanged bool) {
-	now := s.now()
-	st = StoreStatus{CheckedAt: now}
+// readEach reads each store's metadata in turn, without WithMetadataRead.
+func (s *Service) readEach(ctx context.Context) []MetadataRead {
+	reads := make([]MetadataRead, len(s.envs))
+	for i, e := range s.envs {
+		reads[i].Metadata, reads[i].Err = e.Store.Metadata(ctx)
+	}
+	return reads
+}
+
+// record publishes the status after a poll that read md and err in d, and says whether
+// Available, Stale or the data changed. A new cursor drops the environment's cache first.
+func (e *Environment) record(md Metadata, err error, d time.Duration) bool {
+	e.obs.StoreRead(OpMetadata, d, err)
+	now, prev := e.svc.now(), e.status.Load()
+	st, dataChanged := StoreStatus{CheckedAt: now}, false
 	if prev != nil {
 		st.LastSynchronized, st.Cursor, st.DataChangedAt = prev.LastSynchronized, prev.Cursor, prev.DataChangedAt
 	}
@@ -183,105 +142,99 @@ func (s *Service) nextStatus(prev *StoreStatus, md Metadata, err error) (st Stor
 			st.DataChangedAt = time.Time{}
 		}
 	}
-	st.Stale = isStale(st.LastSynchronized, now, s.staleAfter)
-	return st, dataChanged
+	// The SDKs' rule; a synchronization time in the future (clock skew) is not stale.
+	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.staleAfter
+	if dataChanged {
+		e.cache.invalidate()
+	}
+	e.status.Store(&st)
+	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
+	e.obs.StatusPolled(st, err, changed)
+	if dataChanged {
+		e.obs.DataChanged()
+		e.log.Debug("big segment data changed", "cursor", st.Cursor)
+	}
+	if changed {
+		e.logChange(st, err)
+	}
+	return changed || dataChanged
 }
 
-func (s *Service) logChange(st StoreStatus, err error) {
+func (e *Environment) logChange(st StoreStatus, err error) {
 	attrs := []any{"available", st.Available, "stale", st.Stale}
 	if !st.LastSynchronized.IsZero() {
 		attrs = append(attrs, "lastSynchronized", st.LastSynchronized.UTC().Format(time.RFC3339Nano))
 	}
 	switch {
 	case err != nil:
-		if s.errorCode != nil {
-			attrs = append(attrs, "code", s.errorCode(err))
+		if e.svc.errorCode != nil {
+			attrs = append(attrs, "code", e.svc.errorCode(err))
 		}
-		s.log.Error("big segment store unavailable", append(attrs, "err", err.Error())...)
+		e.log.Error("big segment store unavailable", append(attrs, "err", err.Error())...)
 	case st.Stale:
-		s.log.Warn("big segment data is stale", attrs...)
+		e.log.Warn("big segment data is stale", attrs...)
 	default:
-		s.log.Info("big segment store healthy", attrs...)
+		e.log.Info("big segment store healthy", attrs...)
 	}
 }
 
-// Run polls the store's status at once and then every poll interval (more often while the
-// store is unreachable), and keeps the store readers of lookups ready, until ctx ends. It
-// returns nil once ctx has ended and every goroutine it kept has finished; run it once per
-// Service.
+// Run is the poll loop: it polls at once and then every poll interval (every second while a
+// store is unreachable, if sooner), and keeps each environment's store readers, until ctx
+// ends. It returns once every goroutine it started has finished. It runs once.
 func (s *Service) Run(ctx context.Context) error {
-	return NewGroup(nil, []*Service{s}, nil).Run(ctx)
-}
-
-// Drain marks the service as shutting down: from now on Readiness is false, so that load
-// balancers stop sending traffic, which is still answered meanwhile.
-func (s *Service) Drain() { s.draining.Store(true) }
-
-// Draining reports whether Drain was called.
-func (s *Service) Draining() bool { return s.draining.Load() }
-
-// Readiness says whether this instance should get traffic, and if not, why: not once it is
-// draining, not before the first status poll, not while the store is unavailable, and (with
-// WithReadyRequiresFresh) not while the data is stale. Stale answers are better than none,
-// so by default staleness alone keeps an instance ready.
-func (s *Service) Readiness() (ready bool, reason string) {
-	st, polled := s.Status()
-	switch {
-	case s.Draining():
-		return false, "shutting down"
-	case !polled:
-		return false, "the store's status has not been polled yet"
-	case !st.Available:
-		return false, "the Big Segment store is unavailable"
-	case s.readyRequiresFresh && st.Stale:
-		return false, "the Big Segment data is stale"
+	gone := make(chan struct{})
+	if !s.readers.CompareAndSwap(&noReaders, &gone) {
+		return errors.New("segments: Run is already running or has run")
 	}
-	return true, ""
-}
-
-// subscription delivers status changes to one subscriber without ever blocking the poller:
-// it holds at most one undelivered status, and a newer one replaces it. A slow subscriber
-// loses intermediate changes but always ends up with the latest.
-type subscription struct {
-	ch chan StoreStatus
-}
-
-func (sub *subscription) offer(st StoreStatus) {
+	var wg sync.WaitGroup
+	defer func() { wg.Wait(); close(gone) }() // lookups read what is still queued then
+	for _, e := range s.envs {
+		for range s.readsInFlight {
+			wg.Go(func() { e.readMisses(ctx) })
+		}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
-		case sub.ch <- st:
-			return
-		default:
-		}
-		select {
-		case <-sub.ch: // drop the undelivered, superseded status
-		default:
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			s.poll(ctx)
+			next := s.pollInterval
+			for _, e := range s.envs {
+				if st := e.status.Load(); st != nil && st.Unreachable {
+					next = min(next, recoveryPollInterval)
+				}
+			}
+			timer.Reset(next)
 		}
 	}
 }
 
-// Subscribe returns a channel that receives each change of the store's Available or Stale,
-// and of its data (a new cursor), and a function that ends the subscription. Polls that change
-// nothing send nothing. The channel holds one status: a subscriber that does not keep up sees
-// only the latest change. Call cancel when done; it never closes the channel, so a receiver
-// must also watch its own context.
-func (s *Service) Subscribe() (<-chan StoreStatus, func()) {
-	sub := &subscription{ch: make(chan StoreStatus, 1)}
+// Subscribe returns a channel that gets a signal after each poll that changed an
+// environment's Available, Stale or data (a new cursor), for the subscriber to read the
+// statuses it follows, and a function that ends the subscription (without closing the
+// channel). One pending signal stands for every change since: the loop never waits.
+func (s *Service) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
 	s.subsMu.Lock()
-	s.subs[sub] = struct{}{}
+	s.subs[ch] = struct{}{}
 	s.subsMu.Unlock()
-	return sub.ch, func() {
+	return ch, func() {
 		s.subsMu.Lock()
-		delete(s.subs, sub)
+		delete(s.subs, ch)
 		s.subsMu.Unlock()
 	}
 }
 
-// publish offers st to every subscriber.
-func (s *Service) publish(st StoreStatus) {
+func (s *Service) notify() {
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
-	for sub := range s.subs {
-		sub.offer(st)
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }

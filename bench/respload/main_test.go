@@ -32,13 +32,13 @@ func TestLookupsAgainstTheListener(t *testing.T) {
 	for _, k := range []string{"user-0", "user-1", "user-2"} {
 		f.Contexts = append(f.Contexts, fixture.Context{Key: k, Hash: segments.Hash(k), Included: []string{"a.g1"}, Excluded: []string{"b.g1"}})
 	}
-	svc := segments.New(memory.New(f, time.Now))
+	svc := oneService(memory.New(f, time.Now))
 	svc.Poll(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := resp.New(resp.Config{}, resp.Environment{Name: "default", Prefix: "launchdarkly", Service: svc})
+	srv := resp.New(resp.Config{}, svc.Environments()[0])
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	defer func() {

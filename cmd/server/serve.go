@@ -48,8 +48,7 @@ type app struct {
 	cfg    config.Config
 	log    *slog.Logger
 	store  openedStore
-	envs   []handlers.Environment // every environment's service, in the order configured
-	group  *segments.Group        // their status polls
+	svc    *segments.Service // every environment's lookups and status
 	srv    *http.Server
 	ln     *guard.Listener
 	resp   *respListener       // the Redis-protocol listener, when configured
@@ -79,15 +78,17 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, e
 	if a.store.poolStats != nil {
 		m.WatchRedisPool(a.store.poolStats)
 	}
-	a.services(m)
-	m.WatchReady(func() bool { ready, _ := a.group.Readiness(); return ready })
+	if err := a.service(m); err != nil {
+		return nil, err
+	}
+	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
 	if cfg.TLSCertFile != "" {
 		if a.certs, err = guard.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
 			return nil, err
 		}
 	}
 	var names []string
-	for _, e := range a.envs {
+	for _, e := range a.svc.Environments() {
 		names = append(names, e.Name)
 	}
 	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
@@ -100,7 +101,7 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, e
 		return nil, err
 	}
 	a.srv = &http.Server{
-		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.envs...),
+		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.svc),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -117,39 +118,28 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, e
 	return a, nil
 }
 
-// services makes each environment's service over its store, with its share of the cache, and
-// the group that polls them all.
-func (a *app) services(m *metrics.Metrics) {
-	n := len(a.store.envs)
-	cacheSize := a.cfg.CacheSize / n // each environment's share: the bound holds for all of them
-	if a.cfg.CacheSize > 0 {
-		cacheSize = max(cacheSize, 1)
+// service makes the service of every environment, each over its store.
+func (a *app) service(m *metrics.Metrics) (err error) {
+	envs := a.store.envs
+	for i := range envs {
+		// The prefix the environment is served under on the Redis-protocol listener: its own,
+		// or for data with none (DynamoDB's default), the SDKs' default Redis prefix.
+		envs[i].Store, envs[i].Prefix = a.store.stores[i], a.store.respPrefix(i)
 	}
-	var names []string
-	var svcs []*segments.Service
-	for i, env := range a.store.envs {
-		var svc *segments.Service
-		obs := m.Environment(env.Name, func() int { return svc.CacheLen() })
-		log := a.log
-		if n > 1 {
-			log = a.log.With("environment", env.Name)
-		}
-		svc = segments.New(a.store.stores[i],
-			segments.WithCache(cacheSize, a.cfg.CacheTTL),
-			segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
-			segments.WithPollInterval(a.cfg.StatusPollInterval),
-			segments.WithStaleAfter(a.cfg.StaleAfter),
-			segments.WithLookupTimeout(a.cfg.LookupTimeout),
-			segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
-			segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
-			segments.WithLogger(log),
-			segments.WithErrorCode(a.store.errorCode),
-			segments.WithObserver(obs),
-		)
-		names, svcs = append(names, env.Name), append(svcs, svc)
-		a.envs = append(a.envs, handlers.Environment{Name: env.Name, Service: svc})
-	}
-	a.group = segments.NewGroup(names, svcs, a.store.readMetadata)
+	a.svc, err = segments.New(envs,
+		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
+		segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
+		segments.WithPollInterval(a.cfg.StatusPollInterval),
+		segments.WithStaleAfter(a.cfg.StaleAfter),
+		segments.WithLookupTimeout(a.cfg.LookupTimeout),
+		segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
+		segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
+		segments.WithMetadataRead(a.store.readMetadata),
+		segments.WithLogger(a.log),
+		segments.WithErrorCode(a.store.errorCode),
+		segments.WithObserver(func(e *segments.Environment) segments.Observer { return m.Environment(e.Name, e.CacheLen) }),
+	)
+	return err
 }
 
 // metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
@@ -174,7 +164,7 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	a.ln = guard.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
 	if a.cfg.MetricsAddr != "" {
-		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.envs...)
+		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc)
 		var tc *tls.Config
 		if a.cfg.MetricsTLS {
 			tc = a.certs.ServerConfig()
@@ -212,15 +202,11 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	if a.cfg.RESPTLS {
 		ln = tls.NewListener(limited, a.certs.ServerConfig())
 	}
-	var envs []resp.Environment
-	for i, e := range a.envs {
-		envs = append(envs, resp.Environment{Name: e.Name, Prefix: a.store.respPrefix(i), Service: e.Service})
-	}
 	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
 		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open),
-	}, envs...)}
+	}, a.svc.Environments()...)}
 	return nil
 }
 
@@ -240,7 +226,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
 		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
 		Bodies:  guard.NewBodies(a.cfg.BodyMemoryBytes),
-		Shed:    a.shed.Middleware(handlers.Error),
+		Shed:    a.shed,
 		Streams: guard.Streams(streams, handlers.Error),
 		Tokens:  a.tokens,
 	}
@@ -253,7 +239,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.group.Run(pollCtx) })
+	wg.Go(func() { _ = a.svc.Run(pollCtx) })
 	wg.Go(func() { _ = a.tokens.Run(pollCtx) })
 	wg.Go(func() { _ = a.certs.Run(pollCtx) })
 	defer func() {
@@ -285,7 +271,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"environments", len(a.envs), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
+		"environments", len(a.svc.Environments()), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
 		"lookupTimeout", a.cfg.LookupTimeout.String())
 	delay := a.cfg.ShutdownDelay
 loop:
@@ -334,7 +320,7 @@ func (a *app) reload() {
 		a.log.Error("SIGHUP: reload failed; still serving the data loaded before", "err", err.Error())
 		return
 	}
-	a.group.Poll(context.Background()) // see the change now, not at the next poll
+	a.svc.Poll(context.Background()) // see the change now, not at the next poll
 	a.log.Info("SIGHUP: reloaded the embedded store", "seedFile", a.cfg.SeedFile)
 }
 
@@ -344,7 +330,7 @@ func (a *app) reload() {
 // then the listeners close and in-flight requests and commands get up to
 // BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay time.Duration) error {
-	a.group.Drain()
+	a.svc.Drain()
 	if delay > 0 {
 		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
 		a.wait(signals, failed, delay)

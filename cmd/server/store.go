@@ -18,7 +18,7 @@ import (
 
 // openedStore is the configured stores, one an environment, and what main must do with them.
 type openedStore struct {
-	envs         []config.Environment
+	envs         []segments.Environment
 	stores       []segments.Store
 	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
 	name         string                                        // "redis", "dynamodb" or "embedded", as /status shows
@@ -105,7 +105,7 @@ var _ dynamodb.Observer = (*metrics.DynamoDB)(nil)
 // openDynamoDBStore opens the stores of the environments in the table of
 // BIGSEG_DYNAMODB_TABLE, on one client configured by the AWS SDK's own settings, whose
 // requests m counts.
-func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []config.Environment, log *slog.Logger, m *metrics.Metrics) (openedStore, error) {
+func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []segments.Environment, log *slog.Logger, m *metrics.Metrics) (openedStore, error) {
 	obs := m.DynamoDB(dynamodb.Operations(), dynamodb.ErrorCodes())
 	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs})
 	if err != nil {
@@ -139,7 +139,7 @@ func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []config.Env
 }
 
 // openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config.Config, envs []config.Environment, log *slog.Logger) (openedStore, error) {
+func openMemoryStore(cfg config.Config, envs []segments.Environment, log *slog.Logger) (openedStore, error) {
 	read := func() (*fixture.Fixture, error) {
 		if cfg.SeedFile == "" {
 			return nil, nil

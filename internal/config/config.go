@@ -20,9 +20,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
-	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
-	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -33,8 +31,9 @@ const VarPrefix = "BIGSEG"
 
 // Config is every setting of the server, read from BIGSEG_* environment variables by
 // envconfig (the struct tags name each variable and describe it for -h). Defaults live once:
-// Default, mostly the packages' own defaults, which envconfig leaves in place for the
-// variables that are unset, and which -h prints.
+// Default, mostly the packages' own defaults (the HTTP and Redis-protocol listeners' as plain
+// values, kept equal by a test in cmd/server, so that this package imports neither), which
+// envconfig leaves in place for the variables that are unset, and which -h prints.
 type Config struct {
 	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
@@ -122,11 +121,11 @@ func Default() Config {
 		StaleAfter:             segments.DefaultStaleAfter,
 		LookupTimeout:          segments.DefaultLookupTimeout,
 		StoreReadsInFlight:     segments.DefaultReadsInFlight,
-		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
-		MaxBatch:               handlers.DefaultMaxBatch,
-		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
-		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
-		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
+		MaxKeyBytes:            1024, // handlers' defaults, kept equal by cmd/server's TestDefaultsAreThePackages
+		MaxBatch:               1000,
+		MaxBatchRefs:           100_000,
+		MaxBodyBytes:           1 << 20,
+		BodyReadTimeout:        2 * time.Second,
 		BodyMemoryBytes:        guard.DefaultBodyMemory,
 		LogLevel:               "info",
 		MaxInflight:            1024,
@@ -134,7 +133,7 @@ func Default() Config {
 		MaxConns:               4096,
 		MaxStreams:             1000,
 		RESPMaxConns:           4096,
-		RESPReadTimeout:        resp.DefaultReadTimeout,
+		RESPReadTimeout:        5 * time.Second, // resp's default
 		ReadHeaderTimeout:      5 * time.Second,
 		ReadTimeout:            15 * time.Second,
 		WriteTimeout:           15 * time.Second,
@@ -313,24 +312,17 @@ func (c Config) rangeChecks() []rangeCheck {
 	}
 }
 
-// Environment is one environment served: its name (in /environments/{env}/ and the metrics'
-// environment label) and key prefix.
-type Environment struct{ Name, Prefix string }
-
 // DefaultEnvironment names the one environment of BIGSEG_PREFIX.
 const DefaultEnvironment = "default"
 
-// environmentName is what a name of BIGSEG_ENVIRONMENTS is made of: path-safe.
-var environmentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// Served are the environments served: those of BIGSEG_ENVIRONMENTS, or one, named default,
-// of BIGSEG_PREFIX. A pair that is malformed, or repeats a name or prefix, is an
-// error that names it.
-func (c Config) Served() ([]Environment, error) {
+// Served are the environments served, by name and prefix (New gives them their stores):
+// those of BIGSEG_ENVIRONMENTS, or one, named default, of BIGSEG_PREFIX. A pair that is
+// malformed, or repeats a name or prefix, is an error that names it.
+func (c Config) Served() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
-		return []Environment{{DefaultEnvironment, c.Prefix}}, nil
+		return []segments.Environment{{Name: DefaultEnvironment, Prefix: c.Prefix}}, nil
 	}
-	var envs []Environment
+	var envs []segments.Environment
 	names, prefixes := map[string]bool{}, map[string]bool{}
 	for i, pair := range c.Environments {
 		name, prefix, ok := strings.Cut(pair, "=")
@@ -338,13 +330,14 @@ func (c Config) Served() ([]Environment, error) {
 		bad := func(why string) error {
 			return fmt.Errorf("BIGSEG_ENVIRONMENTS: pair %d (%q): %s", i+1, pair, why)
 		}
+		nameErr := segments.ValidateName(name)
 		switch {
 		case pair == "":
 			return nil, bad("empty: want name=prefix")
 		case !ok || prefix == "":
 			return nil, bad("want name=prefix")
-		case !environmentName.MatchString(name):
-			return nil, bad("a name is lower-case letters, digits, - and _, starting with a letter or digit (it is part of paths)")
+		case nameErr != nil:
+			return nil, bad(nameErr.Error())
 		case strings.ContainsAny(prefix, " \t\r\n"):
 			return nil, bad("a prefix has no white space")
 		case names[name]:
@@ -353,7 +346,7 @@ func (c Config) Served() ([]Environment, error) {
 			return nil, bad("the prefix " + prefix + " is given twice")
 		}
 		names[name], prefixes[prefix] = true, true
-		envs = append(envs, Environment{name, prefix})
+		envs = append(envs, segments.Environment{Name: name, Prefix: prefix})
 	}
 	return envs, nil
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/bigseg/bigseg/segments"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -30,12 +32,12 @@ func TestValidateNamesTheVariables(t *testing.T) {
 func TestServed(t *testing.T) {
 	c := Default()
 	envs, err := c.Served()
-	if err != nil || len(envs) != 1 || envs[0] != (Environment{DefaultEnvironment, c.Prefix}) {
+	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: DefaultEnvironment, Prefix: c.Prefix}) {
 		t.Errorf("no BIGSEG_ENVIRONMENTS: %v, %v; want the default environment of BIGSEG_PREFIX", envs, err)
 	}
 	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
 	envs, err = c.Served()
-	if err != nil || len(envs) != 2 || envs[1] != (Environment{"staging", "ld-staging"}) {
+	if err != nil || len(envs) != 2 || envs[1] != (segments.Environment{Name: "staging", Prefix: "ld-staging"}) {
 		t.Errorf("Served = %v, %v", envs, err)
 	}
 	for _, bad := range [][]string{{"a=x", "a=y"}, {"a=x", "b=x"}, {"a=x", ""}, {"a/b=x"}, {"Prod=x"}, {"a="}, {"a=x y"}} {

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/config"
+	"github.com/bigseg/bigseg/resp"
+)
+
+// The configuration's defaults of the listeners' settings are the packages' own: config
+// holds them as plain values, so that it imports neither package.
+func TestDefaultsAreThePackages(t *testing.T) {
+	got, want := config.Default(), config.Default()
+	want.MaxKeyBytes, want.MaxBatch, want.MaxBatchRefs = handlers.DefaultMaxKeyBytes, handlers.DefaultMaxBatch, handlers.DefaultMaxBatchRefs
+	want.MaxBodyBytes, want.BodyReadTimeout = handlers.DefaultMaxBodyBytes, handlers.DefaultBodyReadTimeout
+	want.RESPReadTimeout = resp.DefaultReadTimeout
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config.Default differs from the packages' defaults (-packages +config):\n%s", diff)
+	}
+}
