@@ -334,8 +334,12 @@ func (c Config) Served() ([]segments.Environment, error) {
 		switch {
 		case pair == "":
 			return nil, bad("empty: want name=prefix")
-		case !ok || prefix == "":
+		case !ok:
 			return nil, bad("want name=prefix")
+		case prefix == "" && !c.HasDynamoDB():
+			return nil, bad("want name=prefix (an empty prefix is DynamoDB's default only)")
+		case c.HasDynamoDB() && (prefix == "" && prefixes["launchdarkly"] || prefix == "launchdarkly" && prefixes[""]):
+			return nil, bad("the empty prefix and launchdarkly cannot both be served: the Redis-protocol listener serves the empty one as launchdarkly")
 		case nameErr != nil:
 			return nil, bad(nameErr.Error())
 		case strings.ContainsAny(prefix, " \t\r\n"):

@@ -48,6 +48,24 @@ func TestServed(t *testing.T) {
 	}
 }
 
+// With DynamoDB an environment may have the empty prefix, LaunchDarkly's default there, but
+// not beside launchdarkly, which the Redis-protocol listener serves it as.
+func TestServedEmptyPrefixOnDynamoDB(t *testing.T) {
+	c := Default()
+	c.DynamoDBTable = "bigseg"
+	c.Environments = []string{"production=", "staging=ld-staging"}
+	envs, err := c.Served()
+	if err != nil || len(envs) != 2 || envs[0] != (segments.Environment{Name: "production"}) {
+		t.Errorf("Served = %v, %v; want production with no prefix", envs, err)
+	}
+	for _, bad := range [][]string{{"a=", "b=launchdarkly"}, {"a=launchdarkly", "b="}, {"a=", "b="}} {
+		c.Environments = bad
+		if _, err := c.Served(); err == nil || !strings.Contains(err.Error(), "BIGSEG_ENVIRONMENTS: pair 2") {
+			t.Errorf("%q: %v, want an error naming the second pair", bad, err)
+		}
+	}
+}
+
 func TestEnvironmentPrefix(t *testing.T) {
 	c := Default()
 	if p, err := c.EnvironmentPrefix(""); err != nil || p != c.Prefix {
