@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/segments"
@@ -201,4 +205,40 @@ func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
 	}
 	proxy.On("BatchGetItem", nil)
 	waitFor(t, "/readyz 200 once DynamoDB answers", func() bool { return readyz(p.URL) == 200 })
+}
+
+// TestDynamoDBSlowReadOverRESP: a membership read DynamoDB answers late (a hang, or an item
+// that takes longer than the lookup timeout to come back) is an error reply on the
+// Redis-protocol listener once the lookup timeout has passed, for the include and the exclude of
+// the pair alike, never a silence or an empty set; the metadata is still read meanwhile.
+func TestDynamoDBSlowReadOverRESP(t *testing.T) {
+	c, table := dynamoTable(t)
+	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	p := dynamoProcess(t, proxy.URL, table, "BIGSEG_RESP_ADDR", "127.0.0.1:0")
+	waitFor(t, "ready", func() bool { return readyz(p.URL) == 200 })
+	rc := respClient(t, respAddr(t, p.logs), goredis.Options{ReadTimeout: 10 * time.Second})
+	include := "launchdarkly:big_segment_include:" + segments.Hash("user-1")
+	exclude := "launchdarkly:big_segment_exclude:" + segments.Hash("user-1")
+	if m, err := rc.SMembers(context.Background(), include).Result(); err != nil || len(m) != 1 {
+		t.Fatalf("before the fault: %q, %v", m, err)
+	}
+	proxy.On("BatchGetItem", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+		r := forward()
+		if strings.Contains(string(r.Body), "big_segments_metadata") {
+			return r // the status poll's read
+		}
+		return dynamotest.Reply{Hang: true}
+	})
+	for _, key := range []string{include, exclude} {
+		err := rc.SMembers(context.Background(), key).Err()
+		if err == nil || !strings.Contains(err.Error(), "could not be read") {
+			t.Errorf("SMEMBERS %s while DynamoDB does not answer: %v, want an error reply", key, err)
+		}
+	}
+	proxy.On("BatchGetItem", nil)
+	waitFor(t, "answered again", func() bool {
+		m, err := rc.SMembers(context.Background(), include).Result()
+		return err == nil && len(m) == 1
+	})
 }
