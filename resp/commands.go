@@ -16,7 +16,7 @@ import (
 // command is how one command is answered: arity is its number of arguments, the name
 // included (negative: at least -arity), and open says whether it needs no AUTH first.
 type command struct {
-	name  string // its key in commands, set by init
+	name  string // its key in commands
 	run   func(s *Server, c *conn, args [][]byte)
 	arity int
 	open  bool
@@ -26,27 +26,20 @@ type command struct {
 // error saying what bigseg serves. Names are lower case; clients may send any case.
 var commands = map[string]command{
 	// The reads of an SDK's Redis Big Segment store.
-	"get":      {run: (*Server).get, arity: 2},
-	"smembers": {run: (*Server).smembers, arity: 2},
+	"get":      {name: "get", run: (*Server).get, arity: 2},
+	"smembers": {name: "smembers", run: (*Server).smembers, arity: 2},
 
 	// What clients send of their own, on connecting and around.
-	"ping":    {run: (*Server).ping, arity: -1, open: true},
-	"echo":    {run: (*Server).echo, arity: 2},
-	"auth":    {run: (*Server).auth, arity: -2, open: true},
-	"hello":   {run: (*Server).hello, arity: -1, open: true},
-	"select":  {run: (*Server).selectDB, arity: 2},
-	"client":  {run: (*Server).client, arity: -2},
-	"info":    {run: (*Server).info, arity: -1},
-	"command": {run: (*Server).commandInfo, arity: -1},
-	"quit":    {run: (*Server).quit, arity: 1, open: true},
-	"reset":   {run: (*Server).reset, arity: 1, open: true},
-}
-
-func init() {
-	for name, cmd := range commands {
-		cmd.name = name
-		commands[name] = cmd
-	}
+	"ping":    {name: "ping", run: (*Server).ping, arity: -1, open: true},
+	"echo":    {name: "echo", run: (*Server).echo, arity: 2},
+	"auth":    {name: "auth", run: (*Server).auth, arity: -2, open: true},
+	"hello":   {name: "hello", run: (*Server).hello, arity: -1, open: true},
+	"select":  {name: "select", run: (*Server).selectDB, arity: 2},
+	"client":  {name: "client", run: (*Server).client, arity: -2},
+	"info":    {name: "info", run: (*Server).info, arity: -1},
+	"command": {name: "command", run: (*Server).commandInfo, arity: -1},
+	"quit":    {name: "quit", run: (*Server).quit, arity: 1, open: true},
+	"reset":   {name: "reset", run: (*Server).reset, arity: 1, open: true},
 }
 
 // dispatch answers one command.

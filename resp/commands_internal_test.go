@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,14 @@ func BenchmarkSMEMBERSLarge(b *testing.B) {
 	for b.Loop() {
 		s.dispatch(c, pair[0])
 		s.flush(c)
+	}
+}
+
+// Each command of the table is named as its key, lower case, as dispatch looks it up.
+func TestCommandsAreNamedByTheirKeys(t *testing.T) {
+	for key, cmd := range commands {
+		if cmd.name != key || strings.ToLower(key) != key {
+			t.Errorf("commands[%q] is named %q", key, cmd.name)
+		}
 	}
 }
