@@ -393,17 +393,6 @@ func (c Config) validateTLS() []error {
 	return errs
 }
 
-// redactURLError keeps a URL's password out of an error that may quote the URL.
-func redactURLError(err error, rawURL string) error {
-	msg := err.Error()
-	if i := strings.Index(rawURL, "://"); i >= 0 {
-		if at := strings.LastIndex(rawURL, "@"); at > i {
-			msg = strings.ReplaceAll(msg, rawURL[i+3:at], "xxxxx")
-		}
-	}
-	return errors.New(msg)
-}
-
 // ParseLevel is the log level a BIGSEG_LOG_LEVEL names.
 func ParseLevel(s string) (slog.Level, error) {
 	var l slog.Level

@@ -38,13 +38,16 @@ func (c Config) validateRedis() []error {
 		if len(c.Environments) > 1 && !c.HasDynamoDB() {
 			bad("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment")
 		}
-		for name, v := range map[string]bool{
-			"BIGSEG_REDIS_USERNAME": c.RedisUsername != "", "BIGSEG_REDIS_PASSWORD": c.RedisPassword != "",
-			"BIGSEG_REDIS_PASSWORD_FILE": c.RedisPasswordFile != "", "BIGSEG_REDIS_TLS": c.RedisTLS,
-			"BIGSEG_REDIS_SENTINEL_MASTER": c.RedisSentinelMaster != "",
+		for _, v := range []struct {
+			name string
+			set  bool
+		}{ // in a fixed order, so that the joined errors read the same at every start
+			{"BIGSEG_REDIS_USERNAME", c.RedisUsername != ""}, {"BIGSEG_REDIS_PASSWORD", c.RedisPassword != ""},
+			{"BIGSEG_REDIS_PASSWORD_FILE", c.RedisPasswordFile != ""}, {"BIGSEG_REDIS_TLS", c.RedisTLS},
+			{"BIGSEG_REDIS_SENTINEL_MASTER", c.RedisSentinelMaster != ""},
 		} {
-			if v {
-				bad("%s is set but no Redis is: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS", name)
+			if v.set {
+				bad("%s is set but no Redis is: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS", v.name)
 			}
 		}
 		return errs
@@ -107,12 +110,12 @@ func urlUser(rawURL string) (user, pass bool) {
 func (c Config) validateRedisTLS() []error {
 	var errs []error
 	if !c.tlsEnabled() {
-		for name, v := range map[string]string{
-			"BIGSEG_REDIS_TLS_CA_FILE": c.RedisTLSCAFile, "BIGSEG_REDIS_TLS_CERT_FILE": c.RedisTLSCertFile,
-			"BIGSEG_REDIS_TLS_KEY_FILE": c.RedisTLSKeyFile, "BIGSEG_REDIS_TLS_SERVER_NAME": c.RedisTLSServerName,
+		for _, v := range [][2]string{ // in a fixed order, as above
+			{"BIGSEG_REDIS_TLS_CA_FILE", c.RedisTLSCAFile}, {"BIGSEG_REDIS_TLS_CERT_FILE", c.RedisTLSCertFile},
+			{"BIGSEG_REDIS_TLS_KEY_FILE", c.RedisTLSKeyFile}, {"BIGSEG_REDIS_TLS_SERVER_NAME", c.RedisTLSServerName},
 		} {
-			if v != "" {
-				errs = append(errs, fmt.Errorf("%s is set but TLS is off: use rediss:// or BIGSEG_REDIS_TLS=true", name))
+			if v[1] != "" {
+				errs = append(errs, fmt.Errorf("%s is set but TLS is off: use rediss:// or BIGSEG_REDIS_TLS=true", v[0]))
 			}
 		}
 		if c.RedisTLSInsecureSkipVerify {

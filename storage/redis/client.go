@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -162,8 +161,18 @@ func standalone(o ClientOptions, u *goredis.UniversalOptions) error {
 
 // redactedError keeps a URL's password out of an error that may quote the URL.
 func redactedError(err error, rawURL string) error {
-	return errors.New(strings.ReplaceAll(err.Error(), rawURL, redact(rawURL)))
+	return redacted{err: err, msg: strings.ReplaceAll(err.Error(), rawURL, redact(rawURL))}
 }
+
+// redacted is an error told without a URL's password: errors.Is and errors.As still see the
+// error it wraps.
+type redacted struct {
+	err error
+	msg string
+}
+
+func (e redacted) Error() string { return e.msg }
+func (e redacted) Unwrap() error { return e.err }
 
 // redact is rawURL with the user information replaced.
 func redact(rawURL string) string {
