@@ -92,39 +92,16 @@ func readChunk(ctx context.Context, client API, consistent bool, obs Observer, p
 			fail(out, pending, fmt.Errorf("batchgetitem: %w", err))
 			return out
 		}
-		want := make(map[itemKey]bool, len(pending))
-		for _, k := range pending {
-			want[k] = true
-		}
-		stray := false // an item that names no key asked for, or not as a string
-		for table, items := range resp.Responses {
-			for _, attrs := range items {
-				k, ok := keyOf(table, attrs)
-				if !ok || !want[k] {
-					stray = true
-					continue
-				}
-				out[k] = got{attrs: attrs}
-				delete(want, k)
-			}
-		}
+		want, stray := answered(out, resp.Responses, pending)
 		if stray {
 			// Which key it stood for cannot be told: none of those left may read as no item.
-			left := make([]itemKey, 0, len(want))
-			for k := range want {
-				left = append(left, k)
-			}
-			fail(out, left, fmt.Errorf("%w: an item of the answer names no key asked for", segments.ErrInvalidData))
+			fail(out, keysOf(want), fmt.Errorf("%w: an item of the answer names no key asked for", segments.ErrInvalidData))
 			return out
 		}
 		next, strange := unprocessed(resp.UnprocessedKeys, want)
 		if strange {
 			// Keys that name no item asked for: which ones were not processed cannot be told.
-			next = next[:0]
-			for k := range want {
-				next = append(next, k)
-			}
-			fail(out, next, fmt.Errorf("%w: the answer's unprocessed keys are not the keys asked for", ErrUnprocessed))
+			fail(out, keysOf(want), fmt.Errorf("%w: the answer's unprocessed keys are not the keys asked for", ErrUnprocessed))
 			return out
 		}
 		for _, k := range next {
@@ -149,6 +126,35 @@ func readChunk(ctx context.Context, client API, consistent bool, obs Observer, p
 		}
 		pending = next
 	}
+}
+
+// answered records in out the items of responses, and returns the keys of pending they did not
+// answer; stray is set when an item names no key of pending (or names it not as a string).
+func answered(out map[itemKey]got, responses map[string][]map[string]types.AttributeValue, pending []itemKey) (want map[itemKey]bool, stray bool) {
+	want = make(map[itemKey]bool, len(pending))
+	for _, k := range pending {
+		want[k] = true
+	}
+	for table, items := range responses {
+		for _, attrs := range items {
+			k, ok := keyOf(table, attrs)
+			if !ok || !want[k] {
+				stray = true
+				continue
+			}
+			out[k] = got{attrs: attrs}
+			delete(want, k)
+		}
+	}
+	return want, stray
+}
+
+func keysOf(set map[itemKey]bool) []itemKey {
+	keys := make([]itemKey, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 func fail(out map[itemKey]got, keys []itemKey, err error) {
