@@ -35,22 +35,7 @@ func (c Config) validateRedis() []error {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
 	}
 	if !c.HasRedis() {
-		if len(c.Environments) > 1 && !c.HasDynamoDB() {
-			bad("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment")
-		}
-		for _, v := range []struct {
-			name string
-			set  bool
-		}{ // in a fixed order, so that the joined errors read the same at every start
-			{"BIGSEG_REDIS_USERNAME", c.RedisUsername != ""}, {"BIGSEG_REDIS_PASSWORD", c.RedisPassword != ""},
-			{"BIGSEG_REDIS_PASSWORD_FILE", c.RedisPasswordFile != ""}, {"BIGSEG_REDIS_TLS", c.RedisTLS},
-			{"BIGSEG_REDIS_SENTINEL_MASTER", c.RedisSentinelMaster != ""},
-		} {
-			if v.set {
-				bad("%s is set but no Redis is: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS", v.name)
-			}
-		}
-		return errs
+		return append(errs, c.validateNoRedis()...)
 	}
 	if c.SeedFile != "" {
 		bad("BIGSEG_SEED_FILE is for the embedded store, but %s is set", set[0])
@@ -79,6 +64,27 @@ func (c Config) validateRedis() []error {
 		}
 	}
 	return append(errs, c.validateRedisTLS()...)
+}
+
+// validateNoRedis checks that no Redis setting is given without a Redis.
+func (c Config) validateNoRedis() []error {
+	var errs []error
+	if len(c.Environments) > 1 && !c.HasDynamoDB() {
+		errs = append(errs, errors.New("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment"))
+	}
+	for _, v := range []struct {
+		name string
+		set  bool
+	}{ // in a fixed order, so that the joined errors read the same at every start
+		{"BIGSEG_REDIS_USERNAME", c.RedisUsername != ""}, {"BIGSEG_REDIS_PASSWORD", c.RedisPassword != ""},
+		{"BIGSEG_REDIS_PASSWORD_FILE", c.RedisPasswordFile != ""}, {"BIGSEG_REDIS_TLS", c.RedisTLS},
+		{"BIGSEG_REDIS_SENTINEL_MASTER", c.RedisSentinelMaster != ""},
+	} {
+		if v.set {
+			errs = append(errs, fmt.Errorf("%s is set but no Redis is: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS", v.name))
+		}
+	}
+	return errs
 }
 
 func (c Config) validateRedisURL() []error {
