@@ -50,24 +50,10 @@ type config struct {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c config
-	fs := flag.NewFlagSet("dynamocold", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.server, "server", "", "bigseg's server binary")
-	fs.StringVar(&c.getitem, "getitem", "", "bench/getitem's binary")
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each drives every system once")
-	fs.DurationVar(&c.duration, "duration", 8*time.Second, "load of each system in a round")
-	fs.IntVar(&c.conns, "c", 32, "connections (lookups in flight)")
-	fs.IntVar(&c.n, "contexts", 1000, "contexts written into the table (user-0 ...), the keys asked for in turn")
-	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU the servers are pinned to (taskset -c)")
-	fs.StringVar(&c.storeCPU, "store-cpu", "1", "CPU moto_server is pinned to (taskset -c), the load generator's")
-	if err := fs.Parse(args); err != nil {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if c.server == "" || c.getitem == "" {
-		return fmt.Errorf("-server and -getitem are required")
-	}
-	c.readsInFlightUnbatch = 2 * c.conns
 	dir, err := os.MkdirTemp("", "dynamocold-")
 	if err != nil {
 		return err
@@ -94,14 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	systems := []*system{
-		{name: "bigseg", note: "BIGSEG_CACHE_SIZE=0, the rest at defaults (4 reads in flight, misses batched)",
-			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", lookupTimeout}},
-		{name: "bigseg-unbatched", note: fmt.Sprintf("BIGSEG_CACHE_SIZE=0 BIGSEG_STORE_READS_IN_FLIGHT=%d: no miss waits, none batched", c.readsInFlightUnbatch),
-			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", lookupTimeout, fmt.Sprintf("BIGSEG_STORE_READS_IN_FLIGHT=%d", c.readsInFlightUnbatch)}},
-		{name: "getitem", note: "bench/getitem: one strongly consistent GetItem a lookup, as LaunchDarkly's SDK store",
-			argv: []string{c.getitem, "-table", table}, addrFlag: true},
-	}
+	systems := systemsOf(c, table)
 	for _, s := range systems {
 		if err := s.start(dir, m.url, table, c.serverCPU); err != nil {
 			return err
@@ -112,6 +91,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %-16s %s\n", s.name, s.note)
 	}
 
+	rounds, err := measureRounds(ctx, stdout, c, systems, m.pid())
+	if err != nil {
+		return err
+	}
+	printSummary(stdout, systems, rounds)
+	fmt.Fprintf(stdout, "dynamocold: done in %v; load average %s\n", time.Since(start).Round(time.Second), loadAverage())
+	return nil
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("dynamocold", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.server, "server", "", "bigseg's server binary")
+	fs.StringVar(&c.getitem, "getitem", "", "bench/getitem's binary")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each drives every system once")
+	fs.DurationVar(&c.duration, "duration", 8*time.Second, "load of each system in a round")
+	fs.IntVar(&c.conns, "c", 32, "connections (lookups in flight)")
+	fs.IntVar(&c.n, "contexts", 1000, "contexts written into the table (user-0 ...), the keys asked for in turn")
+	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU the servers are pinned to (taskset -c)")
+	fs.StringVar(&c.storeCPU, "store-cpu", "1", "CPU moto_server is pinned to (taskset -c), the load generator's")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.server == "" || c.getitem == "" {
+		return c, fmt.Errorf("-server and -getitem are required")
+	}
+	c.readsInFlightUnbatch = 2 * c.conns
+	return c, nil
+}
+
+// systemsOf are the three systems measured, reading table.
+func systemsOf(c config, table string) []*system {
+	return []*system{
+		{name: "bigseg", note: "BIGSEG_CACHE_SIZE=0, the rest at defaults (4 reads in flight, misses batched)",
+			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", lookupTimeout}},
+		{name: "bigseg-unbatched", note: fmt.Sprintf("BIGSEG_CACHE_SIZE=0 BIGSEG_STORE_READS_IN_FLIGHT=%d: no miss waits, none batched", c.readsInFlightUnbatch),
+			argv: []string{c.server}, env: []string{"BIGSEG_CACHE_SIZE=0", lookupTimeout, fmt.Sprintf("BIGSEG_STORE_READS_IN_FLIGHT=%d", c.readsInFlightUnbatch)}},
+		{name: "getitem", note: "bench/getitem: one strongly consistent GetItem a lookup, as LaunchDarkly's SDK store",
+			argv: []string{c.getitem, "-table", table}, addrFlag: true},
+	}
+}
+
+// measureRounds drives every system once a round, in an order reversed every other round, and
+// returns each round's results in the systems' order.
+func measureRounds(ctx context.Context, stdout io.Writer, c config, systems []*system, motoPID int) ([][]result, error) {
 	var rounds [][]result
 	for r := range c.rounds {
 		order := append([]*system{}, systems...)
@@ -122,9 +148,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		byName := map[string]result{}
 		for _, s := range order {
-			res, err := s.measure(ctx, m.pid(), c.conns, c.n, c.duration)
+			res, err := s.measure(ctx, motoPID, c.conns, c.n, c.duration)
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", r+1, s.name, err)
+				return nil, fmt.Errorf("round %d, %s: %w", r+1, s.name, err)
 			}
 			byName[s.name] = res
 		}
@@ -135,9 +161,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rounds = append(rounds, row)
 		printRound(stdout, r+1, systems, row)
 	}
-	printSummary(stdout, systems, rounds)
-	fmt.Fprintf(stdout, "dynamocold: done in %v; load average %s\n", time.Since(start).Round(time.Second), loadAverage())
-	return nil
+	return rounds, nil
 }
 
 // lookupTimeout is bigseg's in this benchmark: bench/getitem waits for DynamoDB as long as it
