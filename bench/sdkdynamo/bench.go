@@ -87,13 +87,25 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	stopSync := synchronize(ctx, writer, table)
 	defer stopSync()
 
+	results, err := measureAll(ctx, c, pop, table, flagFile, dir, direct, viaProxy)
+	if err != nil {
+		return err
+	}
+	rep := report{config: c, results: results, took: time.Since(start), load: loadAverage()}
+	rep.print(out)
+	return nil
+}
+
+// measureAll runs every case: each number of SDK instances, population size and SDK cache
+// mode, each way (the SDKs reading the table through direct, or bigseg through viaBigseg's).
+func measureAll(ctx context.Context, c config, pop []member, table, flagFile, dir string, direct, viaProxy *countingProxy) (map[runKey]measured, error) {
 	results := map[runKey]measured{}
 	for _, n := range c.instances {
 		for _, size := range c.contexts {
 			for mi, mode := range cacheModes {
 				for _, way := range []string{viaDynamo, viaBigseg} {
 					if err := ctx.Err(); err != nil {
-						return fmt.Errorf("stopped: %w", err)
+						return nil, fmt.Errorf("stopped: %w", err)
 					}
 					proxy := direct
 					if way == viaBigseg {
@@ -102,7 +114,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 					ms, err := measureRun(ctx, c, runSpec{instances: n, pop: pop[:size], cache: mode.cache, way: way,
 						table: table, endpoint: proxy.url, proxy: proxy, flagFile: flagFile, dir: dir})
 					if err != nil {
-						return fmt.Errorf("%s, %d instances, %d contexts, SDK cache %s: %w", way, n, size, mode.name, err)
+						return nil, fmt.Errorf("%s, %d instances, %d contexts, SDK cache %s: %w", way, n, size, mode.name, err)
 					}
 					for p, r := range ms {
 						results[runKey{n, size, mi, way, p}] = r
@@ -114,9 +126,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			}
 		}
 	}
-	rep := report{config: c, results: results, took: time.Since(start), load: loadAverage()}
-	rep.print(out)
-	return nil
+	return results, nil
 }
 
 func per1000(x float64, evals int64) float64 { return 1000 * x / float64(max(evals, 1)) }
