@@ -84,11 +84,7 @@ type nodeRead struct {
 func (n *clusterNodes) admit(addr string, now time.Time) *nodeRead {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	st := n.nodes[addr]
-	if st == nil {
-		st = &nodeState{}
-		n.nodes[addr] = st
-	}
+	st := n.state(addr)
 	if !st.down && st.inflight > 0 && now.Sub(st.progress) >= n.budget/2 {
 		st.down, st.retryAt = true, st.progress.Add(n.budget) // its in-flight reads end by then
 	}
@@ -125,16 +121,32 @@ func (n *clusterNodes) done(ctx context.Context, g *nodeRead, o outcome, now tim
 	if g.probe {
 		st.probing = false
 	}
+	st.record(o, now)
+	n.mu.Unlock()
+	if o == unreachable {
+		n.client.ReloadState(ctx)
+	}
+}
+
+// record makes the outcome of a pipeline the node's state: up once it answered, down once it
+// could not be reached.
+func (st *nodeState) record(o outcome, now time.Time) {
 	switch o {
 	case answered:
 		st.progress, st.down = now, false
 	case unreachable:
 		st.down, st.retryAt = true, now.Add(nodeRetryInterval)
 	}
-	n.mu.Unlock()
-	if o == unreachable {
-		n.client.ReloadState(ctx)
+}
+
+// state is the node at addr's state, made on first use; n.mu must be held.
+func (n *clusterNodes) state(addr string) *nodeState {
+	st := n.nodes[addr]
+	if st == nil {
+		st = &nodeState{}
+		n.nodes[addr] = st
 	}
+	return st
 }
 
 // observe records what the commands of a pipeline sent across nodes (the status poll's) tell
@@ -149,17 +161,15 @@ func (n *clusterNodes) observe(ctx context.Context, cmds []goredis.Cmder) {
 		addr := n.nodeOf(ctx, key)
 		by[addr] = max(by[addr], outcomeOf(c.Err()))
 	}
-	now := time.Now()
+	now, reload := time.Now(), false
+	n.mu.Lock()
 	for addr, o := range by {
-		n.mu.Lock()
-		st := n.nodes[addr]
-		if st == nil {
-			st = &nodeState{}
-			n.nodes[addr] = st
-		}
-		st.inflight++ // as done expects
-		n.mu.Unlock()
-		n.done(ctx, &nodeRead{addr: addr}, o, now)
+		n.state(addr).record(o, now)
+		reload = reload || o == unreachable
+	}
+	n.mu.Unlock()
+	if reload {
+		n.client.ReloadState(ctx)
 	}
 }
 
