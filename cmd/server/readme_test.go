@@ -18,7 +18,7 @@ import (
 )
 
 // docFiles are the documents whose claims name tests: the README, every page of docs/, the
-// benchmarks, and the READMEs of the SDK adapters and the Helm chart.
+// benchmarks and their history, and the READMEs of the SDK adapters and the Helm chart.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	pages, err := filepath.Glob("../../docs/*.md")
@@ -31,6 +31,7 @@ func docFiles(t *testing.T) []string {
 	return append([]string{
 		"../../README.md",
 		"../../BENCHMARKS.md",
+		"../../bench/HISTORY.md",
 		"../../integrations/README.md",
 		"../../deploy/helm/bigseg/README.md",
 	}, pages...)
