@@ -185,9 +185,6 @@ var noReaders = func() chan struct{} { c := make(chan struct{}); close(c); retur
 // Environments are the environments served, in the order given to New.
 func (s *Service) Environments() []*Environment { return s.envs }
 
-// PollInterval is the interval Run polls at, after capping at StaleAfter.
-func (s *Service) PollInterval() time.Duration { return s.pollInterval }
-
 // StaleAfter is the staleness threshold.
 func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
