@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -26,6 +28,13 @@ type Answer struct {
 // LookupHash answers for the context with the given hash (Hash of its key, or a caller's
 // hash checked with ValidateHash). Before the first poll has finished it polls inline.
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
+	if e.traced(ctx) {
+		return e.tracedLookup(ctx, hash)
+	}
+	return e.lookupHash(ctx, hash)
+}
+
+func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
 	st := e.status.Load()
 	if st == nil {
 		var cancel context.CancelFunc
@@ -67,13 +76,16 @@ type miss struct {
 	hash string
 	done chan struct{} // closed once read and gen are set
 	read Read
-	gen  uint64 // the cache generation the read started in
+	gen  uint64            // the cache generation the read started in
+	span trace.SpanContext // the read's, when traced
 }
 
 // await reads hash once for all its lookups meanwhile (singleflight), by a reader of Run's
 // or, while Run keeps none, alone, until it is read, ctx ends or the lookup timeout passes (a
 // timer of its own: a context with a deadline costs five allocations more).
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
+	link := e.reads.wait(ctx, hash) // a traced lookup, for its read to link to
+	defer e.reads.leave(hash, link)
 	ch := e.flight.DoChan(hash, func() (any, error) {
 		m := &miss{hash: hash, done: make(chan struct{})}
 		select {
@@ -92,6 +104,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	}
 	select {
 	case r := <-ch:
+		linkRead(ctx, r.Val.(*miss))
 		return r.Val.(*miss), nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
@@ -133,9 +146,14 @@ func (e *Environment) readBatch(batch []*miss) {
 	}
 	ctx, cancel := e.svc.withTimeout(context.Background())
 	defer cancel()
+	ctx, span := e.startRead(ctx, hashes)
 	reads, gen := e.readStore(ctx, hashes)
+	e.endRead(span, hashes, reads)
 	for i, m := range batch {
 		m.read, m.gen = reads[i], gen
+		if span != nil {
+			m.span = span.SpanContext()
+		}
 		close(m.done)
 	}
 }
@@ -143,6 +161,13 @@ func (e *Environment) readBatch(batch []*miss) {
 // LookupBatch answers for many contexts at once, in order: the batch's misses are read in
 // one store call of its own (a context asked twice is read once), which takes a read slot.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
+	if e.traced(ctx) {
+		return e.tracedBatch(ctx, hashes)
+	}
+	return e.lookupBatch(ctx, hashes)
+}
+
+func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
 	st := e.firstStatus(ctx)
@@ -162,7 +187,9 @@ func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer
 	}
 	reads, gen := failAll(len(toRead), ErrStoreUnreachable), uint64(0)
 	if !st.Unreachable {
+		ctx, span := e.startRead(ctx, toRead)
 		reads, gen = e.readStore(ctx, toRead)
+		e.endRead(span, toRead, reads)
 	}
 	for i, h := range hashes {
 		if !answers[i].Cached {

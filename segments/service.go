@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -42,6 +43,7 @@ type Service struct {
 	log                                           *slog.Logger
 	errorCode                                     func(error) string // a store error's bounded code, for logs; nil for none
 	observer                                      func(*Environment) Observer
+	tracer                                        trace.Tracer // nil: no spans
 
 	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
 	pollSeq  atomic.Uint64                 // polls begun
@@ -68,6 +70,7 @@ type Environment struct {
 	misses   chan *miss                   // to Run's readers
 	slots    chan struct{}                // the semaphore of store reads in flight
 	readErrs *errorLog
+	reads    *reads // links reads and traced lookups; nil when untraced
 }
 
 var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -179,6 +182,9 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 			e.log = s.log.With("environment", e.Name)
 		}
 		e.obs = s.observer(e)
+		if s.tracer != nil {
+			e.reads = &reads{waiting: map[string][]trace.Link{}, running: map[string]trace.Span{}}
+		}
 		s.envs = append(s.envs, e)
 	}
 	return s, nil

@@ -97,7 +97,9 @@ func (s *Service) pollNow(ctx context.Context) uint64 {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	start := time.Now()
+	ctx, span := s.startPoll(ctx)
 	reads := s.read(ctx)
+	endPoll(span, reads)
 	d, changed := time.Since(start), false
 	for i, e := range s.envs {
 		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}

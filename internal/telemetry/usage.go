@@ -25,7 +25,7 @@ var variables = []variable{
 	{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "String", "", "PEM client certificate, for collectors that require one (also per signal)"},
 	{"OTEL_EXPORTER_OTLP_CLIENT_KEY", "String", "", "PEM key of the client certificate (also per signal)"},
 	{"OTEL_EXPORTER_OTLP_COMPRESSION", "String", "", "gzip or none (also per signal)"},
-	{"OTEL_EXPORTER_OTLP_TIMEOUT", "Integer", "10000", "milliseconds one export may take, retries included (also per signal)"},
+	{"OTEL_EXPORTER_OTLP_TIMEOUT", "Integer", "10000", "the exporter's bound of an export, in milliseconds (also per signal)"},
 	{"OTEL_SERVICE_NAME", "String", ServiceName, "service.name of bigseg's telemetry"},
 	{"OTEL_RESOURCE_ATTRIBUTES", "String", "", "more resource attributes: key=value pairs, comma-separated, values percent-encoded"},
 	{"OTEL_TRACES_SAMPLER", "String", "parentbased_always_on", "parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off or traceidratio: parent-based ones follow the caller's traceparent"},
