@@ -14,9 +14,9 @@ type variable struct{ name, typ, def, desc string }
 // win over the general one.
 var variables = []variable{
 	{"OTEL_SDK_DISABLED", "True or False", "false", "true turns OpenTelemetry off, whatever else is set"},
-	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if an OTLP endpoint for traces is set, else none"},
-	{"OTEL_METRICS_EXPORTER", "String", "", "otlp, console or none: bigseg's metrics (as /metrics has them, which stays) and http.server.request.duration; unset means otlp if an OTLP endpoint for metrics is set, else none"},
-	{"OTEL_EXPORTER_OTLP_ENDPOINT", "String", "", "the collector's base URL, http:// or https://, for every signal (the exporters' default: http://localhost:4318, or :4317 for grpc); setting it turns on the signals whose exporter is unset"},
+	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if OTEL_EXPORTER_OTLP_ENDPOINT or _TRACES_ENDPOINT is set, else none"},
+	{"OTEL_METRICS_EXPORTER", "String", "", "otlp, console or none: bigseg's metrics (as /metrics has them, which stays) and http.server.request.duration; unset means otlp if OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set, else none"},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "String", "", "the collector's base URL, http:// or https://, for every signal (the exporters' default: http://localhost:4318, or :4317 for grpc); setting it turns traces on unless OTEL_TRACES_EXPORTER says otherwise"},
 	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "String", "", "the collector's URL for traces only, used as is (http/protobuf: with its path, such as /v1/traces)"},
 	{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "String", "", "the collector's URL for metrics only, used as is (http/protobuf: such as /v1/metrics)"},
 	{"OTEL_EXPORTER_OTLP_PROTOCOL", "String", "http/protobuf", "grpc or http/protobuf (also _TRACES_PROTOCOL, _METRICS_PROTOCOL)"},
