@@ -50,15 +50,12 @@ func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
 	}
 	m, err := e.await(ctx, hash)
 	if err != nil {
-		err = fmt.Errorf("read membership: %w", err)
-		e.readFailed(ctx, hash, err)
-		return e.failed(hash, err)
+		return e.failed(hash, e.readFailed(ctx, hash, err))
 	}
 	return e.read(hash, m.read, m.gen, st)
 }
 
-// read answers for what the store read of hash in generation gen, under st, and caches it
-// for as long as st allows: the cursor TTL while the store has a cursor, else the cache TTL.
+// read answers for what the store read of hash in generation gen, and caches it.
 func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Answer {
 	if r.Err != nil {
 		return e.failed(hash, r.Err)
@@ -80,9 +77,9 @@ type miss struct {
 	span trace.SpanContext // the read's, when traced
 }
 
-// await reads hash once for all its lookups meanwhile (singleflight), by a reader of Run's
-// or, while Run keeps none, alone, until it is read, ctx ends or the lookup timeout passes (a
-// timer of its own: a context with a deadline costs five allocations more).
+// await reads hash once for all its lookups, by a reader of Run's or, while Run keeps none,
+// alone, until it is read, ctx ends or the lookup timeout passes (a timer of its own: a context
+// with a deadline costs five allocations more).
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	link := e.reads.wait(ctx, hash) // a traced lookup, for its read to link to
 	defer e.reads.leave(hash, link)
@@ -113,8 +110,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	}
 }
 
-// readMisses is a reader of Run's: it takes a miss and every miss waiting with it (up to
-// maxReadBatch), without waiting for more, and reads them in one store call.
+// readMisses is a reader of Run's: it reads a miss and every miss already waiting in one call.
 func (e *Environment) readMisses(ctx context.Context) {
 	batch := make([]*miss, 0, maxReadBatch)
 	for {
@@ -158,8 +154,7 @@ func (e *Environment) readBatch(batch []*miss) {
 	}
 }
 
-// LookupBatch answers for many contexts at once, in order: the batch's misses are read in
-// one store call of its own (a context asked twice is read once), which takes a read slot.
+// LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	if e.traced(ctx) {
 		return e.tracedBatch(ctx, hashes)
@@ -214,8 +209,7 @@ type errLookupTimeout struct{ d time.Duration }
 
 func (e errLookupTimeout) Error() string { return fmt.Sprintf("no answer within %v", e.d) }
 
-// Is makes a lookup timeout a deadline exceeded, as errors.Is tells it (the error codes of
-// logs and metrics say deadline_exceeded for both).
+// Is makes a lookup timeout a deadline exceeded, so that logs and metrics give it that code.
 func (e errLookupTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // withTimeout bounds ctx by the lookup timeout, if there is one.
@@ -233,15 +227,12 @@ func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, u
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
 	case <-ctx.Done():
-		err := fmt.Errorf("read membership: %w", context.Cause(ctx))
-		e.readFailed(ctx, hashes[0], err)
-		return failAll(len(hashes), err), 0
+		return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx))), 0
 	}
 	gen, start := e.cache.currentGeneration(), time.Now()
 	reads, err := e.storeMemberships(ctx, hashes)
 	if err != nil {
-		err = fmt.Errorf("read membership: %w", err)
-		e.readFailed(ctx, hashes[0], err)
+		err = e.readFailed(ctx, hashes[0], err)
 		e.obs.StoreRead(OpMemberships, time.Since(start), err)
 		return failAll(len(hashes), err), gen
 	}
@@ -250,9 +241,8 @@ func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, u
 			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
 		}
 		if reads[i].Err != nil {
-			reads[i].Err = fmt.Errorf("read membership: %w", reads[i].Err)
-			err = reads[i].Err
-			e.readFailed(ctx, hashes[i], err)
+			err = e.readFailed(ctx, hashes[i], reads[i].Err)
+			reads[i].Err = err
 		}
 	}
 	e.obs.StoreRead(OpMemberships, time.Since(start), err)
@@ -279,24 +269,26 @@ func failAll(n int, err error) []Read {
 	return reads
 }
 
-type errorLog struct { // when a failed read was last logged, and how many failed since
+type errorLog struct { // when a failed read was last logged, and how many failed since then
 	mu     sync.Mutex
 	logged time.Time
 	unsaid int
 }
 
-// readFailed logs a failed read by hash (keys are personal data), spaced out, with a count.
-func (e *Environment) readFailed(ctx context.Context, hash string, err error) {
+// readFailed wraps err as a failed read of hash and logs it, spaced out, by hash: keys are
+// personal data.
+func (e *Environment) readFailed(ctx context.Context, hash string, err error) error {
+	err = fmt.Errorf("read membership: %w", err)
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		e.log.Debug("lookup abandoned by its caller", "contextHash", hash)
-		return
+		return err
 	}
 	r, now := e.readErrs, e.svc.now()
 	r.mu.Lock()
 	if !r.logged.IsZero() && now.Sub(r.logged) < readErrorLogInterval {
 		r.unsaid++
 		r.mu.Unlock()
-		return
+		return err
 	}
 	unsaid := r.unsaid
 	r.logged, r.unsaid = now, 0
@@ -306,4 +298,5 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) {
 		attrs = append(attrs, slog.String("code", e.svc.errorCode(err)))
 	}
 	e.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed", attrs...)
+	return err
 }

@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/telemetry"
@@ -71,7 +72,7 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 	switch cmd {
 	case "load":
 		go cancelOnSignal(ctx, cancel, signals)
-		return load(ctx, args[2:], cfg, stdout, stderr)
+		return load(ctx, args[2:], cfg, stdout, stderr, time.Now)
 	case "healthcheck":
 		return healthcheck(ctx, args[2:], cfg, stdout, stderr)
 	}
