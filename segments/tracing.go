@@ -40,25 +40,23 @@ func (e *Environment) tracedLookup(ctx context.Context, hash string) Answer {
 	return a
 }
 
-// tracedBatch is LookupBatch in a span of its own; its read is a child of it.
+// tracedBatch is LookupBatch in a span of its own, with its worst status; its read is a
+// child of it.
 func (e *Environment) tracedBatch(ctx context.Context, hashes []string) []Answer {
 	ctx, span := e.svc.tracer.Start(ctx, "lookup")
 	answers := e.lookupBatch(ctx, hashes)
-	hits, status, failed := 0, Healthy, 0
+	status, hits := Healthy, 0
 	for _, a := range answers {
+		if a.Status == StoreError || a.Status == Stale && status == Healthy {
+			status = a.Status
+		}
 		if a.Cached {
 			hits++
-		}
-		if a.Err != nil {
-			failed++
-		}
-		if a.Status == StoreError || a.Status == Stale && status == Healthy { // the worst
-			status = a.Status
 		}
 	}
 	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.lookup.contexts", len(hashes)),
 		attribute.Int("bigseg.cache.hits", hits), attribute.String("bigseg.lookup.status", string(status)))
-	if failed > 0 {
+	if status == StoreError {
 		span.SetStatus(codes.Error, "contexts not read")
 	}
 	span.End()
@@ -150,14 +148,14 @@ func (e *Environment) endRead(span trace.Span, hashes []string, read []Read) {
 	}
 	e.reads.mu.Unlock()
 	failed := 0
-	var err error
 	for _, r := range read {
 		if r.Err != nil {
-			failed, err = failed+1, r.Err
+			failed++
+			span.SetStatus(codes.Error, r.Err.Error())
 		}
 	}
 	span.SetAttributes(attribute.Int("bigseg.read.failed", failed))
-	endWith(span, err)
+	span.End()
 }
 
 // linkRead links a traced lookup to the read that served it.
@@ -176,16 +174,14 @@ func (s *Service) startPoll(ctx context.Context) (context.Context, trace.Span) {
 }
 
 func endPoll(span trace.Span, reads []MetadataRead) {
-	if span == nil {
-		return
-	}
-	var err error
 	for _, r := range reads {
-		if r.Err != nil {
-			err = r.Err
+		if span != nil && r.Err != nil {
+			span.SetStatus(codes.Error, r.Err.Error())
 		}
 	}
-	endWith(span, err)
+	if span != nil {
+		span.End()
+	}
 }
 
 // endWith ends span, an error with err's text if err is set (store errors carry no
