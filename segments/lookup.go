@@ -73,18 +73,18 @@ type miss struct {
 	hash string
 	done chan struct{} // closed once read and gen are set
 	read Read
-	gen  uint64            // the cache generation the read started in
-	span trace.SpanContext // the read's, when traced
+	gen  uint64 // the cache generation the read started in
+
+	caller, span trace.SpanContext // the traced lookup that asked for the read, and the read's
 }
 
 // await reads hash once for all its lookups, by a reader of Run's or, while Run keeps none,
 // alone, until it is read, ctx ends or the lookup timeout passes (a timer of its own: a context
 // with a deadline costs five allocations more).
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
-	link := e.reads.wait(ctx, hash) // a traced lookup, for its read to link to
-	defer e.reads.leave(hash, link)
+	caller := e.caller(ctx)
 	ch := e.flight.DoChan(hash, func() (any, error) {
-		m := &miss{hash: hash, done: make(chan struct{})}
+		m := &miss{hash: hash, done: make(chan struct{}), caller: caller}
 		queued, stop := e.svc.lookupTimer() // a miss no reader takes in time is given up
 		defer stop()
 		select {
@@ -136,15 +136,15 @@ func (e *Environment) readMisses(ctx context.Context) {
 
 // readBatch reads batch on a context of its own: one caller giving up fails no one else.
 func (e *Environment) readBatch(batch []*miss) {
-	hashes := make([]string, len(batch))
+	hashes, callers := make([]string, len(batch)), make([]trace.SpanContext, len(batch))
 	for i, m := range batch {
-		hashes[i] = m.hash
+		hashes[i], callers[i] = m.hash, m.caller
 	}
 	ctx, cancel := e.svc.withTimeout(context.Background())
 	defer cancel()
-	ctx, span := e.startRead(ctx, hashes)
+	ctx, span := e.startRead(ctx, len(hashes), callers...)
 	reads, gen := e.readStore(ctx, hashes)
-	e.endRead(span, hashes, reads)
+	endRead(span, reads)
 	for i, m := range batch {
 		m.read, m.gen = reads[i], gen
 		if span != nil {
@@ -182,9 +182,9 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 	}
 	reads, gen := failAll(len(toRead), ErrStoreUnreachable), uint64(0)
 	if !st.Unreachable {
-		ctx, span := e.startRead(ctx, toRead)
+		ctx, span := e.startRead(ctx, len(toRead))
 		reads, gen = e.readStore(ctx, toRead)
-		e.endRead(span, toRead, reads)
+		endRead(span, reads)
 	}
 	for i, h := range hashes {
 		if !answers[i].Cached {

@@ -68,7 +68,6 @@ type Environment struct {
 	misses   chan *miss                   // to Run's readers
 	slots    chan struct{}                // the semaphore of store reads in flight
 	readErrs *errorLog
-	reads    *reads // links reads and traced lookups; nil when untraced
 }
 
 var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -177,9 +176,6 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 			e.log = s.log.With("environment", e.Name)
 		}
 		e.obs = s.observer(e)
-		if s.tracer != nil {
-			e.reads = &reads{waiting: map[string][]trace.Link{}, running: map[string]trace.Span{}}
-		}
 		s.envs = append(s.envs, e)
 	}
 	return s, nil

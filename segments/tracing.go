@@ -2,8 +2,6 @@ package segments
 
 import (
 	"context"
-	"slices"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -63,90 +61,44 @@ func (e *Environment) tracedBatch(ctx context.Context, hashes []string) []Answer
 	return answers
 }
 
-// reads links the shared store reads of an environment to the traced lookups they serve, and
-// back: a traced lookup that misses says it waits for a read of its hash (waiting), the read
-// takes every lookup waiting for its hashes as it starts (its links, and its parent: the
-// first), and lookups that join it while it runs link to it at once (running). Nil when the
-// service traces nothing.
-type reads struct {
-	mu      sync.Mutex
-	waiting map[string][]trace.Link
-	running map[string]trace.Span
+// caller is the span of a traced lookup, for the read that serves it to link to; zero when
+// the lookup is not traced.
+func (e *Environment) caller(ctx context.Context) trace.SpanContext {
+	if e.svc.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(ctx)
 }
 
-// wait registers a traced lookup waiting for a read of hash; the link is zero otherwise.
-func (r *reads) wait(ctx context.Context, hash string) trace.Link {
-	if r == nil || !trace.SpanFromContext(ctx).IsRecording() {
-		return trace.Link{}
-	}
-	l := trace.Link{SpanContext: trace.SpanContextFromContext(ctx)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if span := r.running[hash]; span != nil {
-		span.AddLink(l)
-	} else {
-		r.waiting[hash] = append(r.waiting[hash], l)
-	}
-	return l
-}
-
-// leave forgets a lookup that no read took (it joined a read just ending, or gave up).
-func (r *reads) leave(hash string, l trace.Link) {
-	if r == nil || !l.SpanContext.IsValid() {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w := r.waiting[hash]; len(w) > 0 {
-		if w = slices.DeleteFunc(w, func(o trace.Link) bool { return o.SpanContext.Equal(l.SpanContext) }); len(w) == 0 {
-			delete(r.waiting, hash)
-		} else {
-			r.waiting[hash] = w
-		}
-	}
-}
-
-// startRead starts the span of a read of hashes: a batch's beneath the batch's span, a
-// shared one beneath the first traced lookup waiting for it, linked to every one; none when
-// no lookup it serves is traced. endRead ends it.
-func (e *Environment) startRead(ctx context.Context, hashes []string) (context.Context, trace.Span) {
-	r := e.reads
-	if r == nil {
+// startRead starts the span of a read of n contexts: a batch's beneath the batch's span; a
+// shared one beneath the first traced lookup that asked for it, linked to every one (a lookup
+// that joined one already asked for links to it from its side); none when nothing it serves
+// is traced. endRead ends it.
+func (e *Environment) startRead(ctx context.Context, n int, callers ...trace.SpanContext) (context.Context, trace.Span) {
+	if e.svc.tracer == nil {
 		return ctx, nil
 	}
-	attrs := trace.WithAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", len(hashes)))
+	attrs := trace.WithAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", n))
 	if trace.SpanFromContext(ctx).IsRecording() {
 		return e.svc.tracer.Start(ctx, "read", attrs)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var links []trace.Link
-	for _, h := range hashes {
-		links = append(links, r.waiting[h]...)
-		delete(r.waiting, h)
+	for _, c := range callers {
+		if c.IsValid() {
+			links = append(links, trace.Link{SpanContext: c})
+		}
 	}
 	if len(links) == 0 {
 		return ctx, nil
 	}
-	ctx, span := e.svc.tracer.Start(trace.ContextWithSpanContext(ctx, links[0].SpanContext), "read", trace.WithLinks(links...), attrs)
-	for _, h := range hashes {
-		r.running[h] = span
-	}
-	return ctx, span
+	return e.svc.tracer.Start(trace.ContextWithSpanContext(ctx, links[0].SpanContext), "read", trace.WithLinks(links...), attrs)
 }
 
 // endRead ends a read's span, an error if a context could not be read.
-func (e *Environment) endRead(span trace.Span, hashes []string, read []Read) {
+func endRead(span trace.Span, read []Read) {
 	if span == nil {
 		return
 	}
-	e.reads.mu.Lock()
-	for _, h := range hashes {
-		if e.reads.running[h] == span {
-			delete(e.reads.running, h)
-		}
-	}
-	e.reads.mu.Unlock()
 	failed := 0
 	for _, r := range read {
 		if r.Err != nil {
