@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 )
@@ -32,7 +33,7 @@ func newTraced(t *testing.T, sampler sdktrace.Sampler) traced {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	store := memoryStore(t, map[string]fixture.Context{"secret-key": {Included: []string{"seg"}}})
-	srv := newServer(t, store, handlers.Config{TracerProvider: tp, MeterProvider: mp})
+	srv := newServer(t, store, handlers.Config{Trace: telemetry.Middleware(tp, mp, nil)})
 	return traced{url: srv.URL, spans: spans, reader: reader}
 }
 

@@ -236,7 +236,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		Streams: guard.Streams(streams, handlers.Error),
 		Tokens:  a.tokens,
 
-		TracerProvider: a.tel.TracerProvider, MeterProvider: a.tel.MeterProvider, Propagator: a.tel.Propagator,
+		Trace: telemetry.Middleware(a.tel.TracerProvider, a.tel.MeterProvider, a.tel.Propagator),
 	}
 	return cfg
 }

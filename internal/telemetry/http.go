@@ -1,8 +1,9 @@
-package handlers
+package telemetry
 
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -15,13 +16,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// instrumentation names the tracer and meter of the handlers.
+// instrumentation names the tracer and meter of the API.
 const instrumentation = "github.com/bigseg/bigseg/handlers"
 
-// tracing is the OpenTelemetry instrumentation of the API (Config.TracerProvider and
-// MeterProvider): a server span for every request, continuing the caller's trace, named by
-// method and route pattern once routed, and http.server.request.duration. Neither ever holds
-// a path, a query or a header of the request: paths hold context keys, queries hashes.
+// tracing is the OpenTelemetry instrumentation of the API: a server span for every request,
+// continuing the caller's trace, named by method and chi route pattern once routed, and
+// http.server.request.duration. Neither ever holds a path, a query or a header of the
+// request: paths hold context keys, queries hashes.
 type tracing struct {
 	tracer   trace.Tracer // nil: no spans
 	prop     propagation.TextMapPropagator
@@ -33,22 +34,24 @@ type tracing struct {
 // requestDurationBuckets are the boundaries the semantic conventions advise, in seconds.
 var requestDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// tracing returns the middleware of the configured instrumentation, or nil for none: with
-// none, a request runs no code of OpenTelemetry's at all.
-func (s *server) tracing() func(http.Handler) http.Handler {
-	if s.TracerProvider == nil && s.MeterProvider == nil {
+// Middleware is the API's instrumentation, to install on its chi router (handlers.Config.Trace):
+// spans from tp, request durations from mp, the callers' trace context read by prop (W3C
+// traceparent, tracestate and baggage when nil). Nil when tp and mp both are: a request then
+// runs no code of OpenTelemetry's at all.
+func Middleware(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) func(http.Handler) http.Handler {
+	if tp == nil && mp == nil {
 		return nil
 	}
-	t := &tracing{prop: s.Propagator, start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}}
+	t := &tracing{prop: prop, start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}}
 	if t.prop == nil {
 		t.prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
-	if s.TracerProvider != nil {
-		t.tracer = s.TracerProvider.Tracer(instrumentation)
+	if tp != nil {
+		t.tracer = tp.Tracer(instrumentation)
 	}
-	if s.MeterProvider != nil {
+	if mp != nil {
 		var err error
-		t.duration, err = httpconv.NewServerRequestDuration(s.MeterProvider.Meter(instrumentation),
+		t.duration, err = httpconv.NewServerRequestDuration(mp.Meter(instrumentation),
 			metric.WithExplicitBucketBoundaries(requestDurationBuckets...))
 		t.measured = err == nil
 	}
@@ -133,7 +136,7 @@ func (t *tracing) end(span trace.Span, method, route string, code int, attrs []a
 // semconvMethod is a standard method, or _OTHER, as the conventions want it: made-up methods
 // never become attributes.
 func semconvMethod(m string) string {
-	if methodLabel(m) == "other" {
+	if !standardMethod(m) {
 		return "_OTHER"
 	}
 	return m
@@ -141,11 +144,45 @@ func semconvMethod(m string) string {
 
 // spanMethod is the method as a span's name begins with it: HTTP for one not standard.
 func spanMethod(m string) string {
-	if methodLabel(m) == "other" {
+	if !standardMethod(m) {
 		return "HTTP"
 	}
 	return m
 }
+
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// statusRecorder remembers the status code a handler wrote; pooled, one a request recorded.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
 
 func scheme(r *http.Request) string {
 	if r.TLS != nil {
