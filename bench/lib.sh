@@ -15,9 +15,9 @@ build() {
   esac
 }
 
-# write_fixture: $tmp/fixture.json, 1,000 contexts user-0 ... user-999 of three refs each.
+# write_fixture [N]: $tmp/fixture.json, N (default 1,000) contexts user-0 ... of three refs each.
 write_fixture() {
-  awk 'BEGIN { printf "{\"contexts\": {"; for (i = 0; i < 1000; i++) printf "%s\"user-%d\": {\"included\": [\"beta-users.g3\", \"early-access.g2\"], \"excluded\": [\"blocked.g1\"]}", (i ? ", " : ""), i; print "}}" }' >"$tmp/fixture.json"
+  awk -v n="${1:-1000}" 'BEGIN { printf "{\"contexts\": {"; for (i = 0; i < n; i++) printf "%s\"user-%d\": {\"included\": [\"beta-users.g3\", \"early-access.g2\"], \"excluded\": [\"blocked.g1\"]}", (i ? ", " : ""), i; print "}}" }' >"$tmp/fixture.json"
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

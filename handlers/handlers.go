@@ -11,6 +11,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
@@ -68,6 +71,13 @@ type Config struct {
 	Bodies  *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
 	Shed    *guard.Shedder                  // lookups' slots, once their input is read, shared with the Redis-protocol listener
 	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
+
+	// OpenTelemetry (internal/telemetry; nil for none, and then no code of it runs): a server
+	// span for every request, continuing the caller's trace context (Propagator: W3C
+	// traceparent, tracestate and baggage by default), and http.server.request.duration.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // RequestObserver is told about every request once it is answered: the route (a chi route
@@ -110,6 +120,9 @@ func newServer(cfg Config, svc Service) *server {
 	s.setDefaults()
 	if s.AccessLog {
 		s.Observe = s.logRequests(s.Observe)
+	}
+	if t := s.tracing(); t != nil {
+		s.mux.Use(t) // outermost, as observed
 	}
 	if s.Observe != nil {
 		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic

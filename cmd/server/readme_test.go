@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // docFiles are the documents whose claims name tests: the README, every page of docs/, the
-// benchmarks, and the READMEs of the SDK adapters and the Helm chart.
+// benchmarks and their history, and the READMEs of the SDK adapters and the Helm chart.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	pages, err := filepath.Glob("../../docs/*.md")
@@ -31,6 +32,7 @@ func docFiles(t *testing.T) []string {
 	return append([]string{
 		"../../README.md",
 		"../../BENCHMARKS.md",
+		"../../bench/HISTORY.md",
 		"../../integrations/README.md",
 		"../../deploy/helm/bigseg/README.md",
 	}, pages...)
@@ -196,5 +198,57 @@ func TestStatusExamplesAsDocumented(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Error("no /status example found in the docs: the test checks nothing")
+	}
+}
+
+// Every relative link in the docs must lead somewhere: to a file that exists and, with a
+// fragment, to a heading of that file (GitHub's anchors: lower case, punctuation dropped,
+// spaces as hyphens).
+func TestDocLinksResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	heading := regexp.MustCompile(`(?m)^#+ (.+)$`)
+	anchors := func(path string) map[string]bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		out := map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+			a := strings.Map(func(r rune) rune {
+				switch {
+				case r == ' ':
+					return '-'
+				case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+					return unicode.ToLower(r)
+				}
+				return -1
+			}, strings.TrimSpace(m[1]))
+			out[a] = true
+		}
+		return out
+	}
+	for _, doc := range docFiles(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, frag, _ := strings.Cut(target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s links to %s, which does not exist", doc, target)
+					continue
+				}
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") && !anchors(path)[frag] {
+				t.Errorf("%s links to %s, which has no such heading", doc, target)
+			}
+		}
 	}
 }
