@@ -23,24 +23,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// Lookup responses are encoded by hand: the hot path, of a fixed shape, where encoding/json
-// needs a map and reflection. A test checks the output against encoding/json's.
-
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// flushSize is how much of an answer is buffered before it is passed on to the client: what
-// one answer, however large, costs in memory.
+// flushSize is how much of an answer is buffered before it is passed on: what one answer,
+// however large, costs in memory.
 const flushSize = 32 << 10
 
-// smallAnswer is the size up to which net/http sets Content-Length itself (its buffer before
-// chunking): only larger answers, sent in one write, need it set by hand.
+// smallAnswer is the size up to which net/http sets Content-Length itself.
 const smallAnswer = 2048
 
 // storeErrorMessage is what callers see of a failed read; the cause is logged.
 const storeErrorMessage = "the Big Segment store could not be read"
 
-// encoder writes one JSON answer into a pooled buffer, passed on whenever it holds flushSize
-// bytes: an answer that fits is one write with its Content-Length, a larger one is chunked.
+// encoder writes lookups' answers by hand (the hot path, of a fixed shape, where encoding/json
+// needs reflection; a test compares the two) into a pooled buffer, passed on at flushSize:
+// an answer that fits is one write with its Content-Length, a larger one is chunked.
 type encoder struct {
 	w       http.ResponseWriter
 	code    int

@@ -12,9 +12,8 @@ import (
 // envParam is the route parameter of the scoped routes, /environments/{env}/.
 const envParam = "env"
 
-// environment is the environment a request is about: its scoped route's, or on an unscoped
-// route the one environment served. Else it answers a 404 that names the environments, and
-// returns false.
+// environment is the environment a request is about: its route's, or the one served. Else
+// it answers a 404 that names the environments, and returns false.
 func (s *server) environment(w http.ResponseWriter, r *http.Request) (*segments.Environment, bool) {
 	name := chi.URLParam(r, envParam)
 	if name == "" {
@@ -47,9 +46,8 @@ func (s *server) names() string {
 	return strings.Join(names, ", ")
 }
 
-// scope is the environment a request asks the token check for: its route's, the one served
-// unscoped, or "" (every one) unscoped when several are. A name no environment could have is
-// not repeated in the check's 403: it stands for none, which only a token of every one opens.
+// scope is the environment a request asks the token check for: its route's, the one served,
+// or "" (every one). A name no environment could have is not repeated in the 403.
 func (s *server) scope(r *http.Request) string {
 	if name := chi.URLParam(r, envParam); name != "" {
 		if _, known := s.byName[name]; !known && segments.ValidateName(name) != nil {

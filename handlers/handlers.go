@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bigseg/bigseg/api"
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 )
@@ -80,9 +82,8 @@ type Config struct {
 	Propagator     propagation.TextMapPropagator
 }
 
-// RequestObserver is told about every request once it is answered: the route (a chi route
-// pattern, or "unmatched"), the method (a standard one, or "other"), the status code and the
-// duration. Both labels come from fixed sets, whatever clients send.
+// RequestObserver is told about every request once answered: route (a chi pattern, or
+// "unmatched") and method (a standard one, or "other") come from fixed sets, whatever is sent.
 type RequestObserver func(route, method string, code int, d time.Duration)
 
 // server is what the handlers read.
@@ -96,8 +97,7 @@ type server struct {
 }
 
 // New returns the HTTP API over the service's environments: each under /environments/{env}/,
-// and the one environment, when there is only one, at the unscoped routes too
-// (/memberships..., /status), as bigseg serves a single prefix.
+// and the one environment, when there is only one, at the unscoped routes too.
 func New(cfg Config, svc Service) http.Handler {
 	s := newServer(cfg, svc)
 	s.routes(s.mux)
@@ -159,10 +159,9 @@ func orDefault[T int | int64 | time.Duration](v *T, d T) {
 	}
 }
 
-// Error writes {"error": msg} (for the caller: internal details are logged) with code: the one
-// way errors are written, the defences' guard.Refuse too. Unless it is a 400 whose input was
-// read whole, the connection closes after it, so that a client turned away queues for a new one
-// like everyone else, and a body not read is cut off, not read (slowly, up to 256 KiB) by net/http.
+// Error writes {"error": msg} with code: the one way errors are written, guard's too. Unless
+// it is a 400 whose input was read whole, the connection closes after it, so that a client
+// turned away queues again like everyone else, and a body not read is cut off, not read slowly.
 func Error(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	if _, read := guard.BodyBytes(r); code != http.StatusBadRequest || r.ContentLength != 0 && !read {
 		w.Header().Set("Connection", "close")
@@ -183,25 +182,19 @@ func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 	Error(w, r, http.StatusNotFound, "no such route: see /openapi.yaml")
 }
 
-// methodNotAllowed answers a method that a route does not have: OPTIONS with 204 and the
-// Allow header, any other with 405 and Allow. chi sends it methods it does not know (FOO) on
-// any path: on a path of no route, that is a 404, as for every other method.
+// methodNotAllowed answers OPTIONS with 204 and Allow, another method with 405 and Allow, and,
+// on a path of no route (chi sends it methods it does not know on any path), 404.
 func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	path := r.URL.RawPath
-	if path == "" {
-		path = r.URL.Path
-	}
-	found := false
+	path := cmp.Or(r.URL.RawPath, r.URL.Path)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		if s.mux.Match(chi.NewRouteContext(), m, path) {
-			found = true
 			w.Header().Add("Allow", m)
 			if m == http.MethodGet {
 				w.Header().Add("Allow", http.MethodHead)
 			}
 		}
 	}
-	if !found {
+	if len(w.Header()["Allow"]) == 0 {
 		s.notFound(w, r)
 		return
 	}
@@ -211,4 +204,12 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	Error(w, r, http.StatusMethodNotAllowed, "method "+methodLabel(r.Method)+" is not allowed here")
+}
+
+// openAPI serves the API description.
+func (s *server) openAPI() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(api.OpenAPI)
+	}
 }

@@ -68,20 +68,7 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 		if !ok {
 			return
 		}
-		q, err := url.ParseQuery(r.URL.RawQuery)
-		hashes, given := q["contextHash"]
-		switch {
-		case err != nil:
-			err = errors.New("query string is not validly encoded")
-		case !given:
-			err = errors.New("contextHash query parameter is required (or use /memberships/{contextKey})")
-		case len(hashes) != 1:
-			err = errors.New("give contextHash once; POST /memberships looks up many")
-		}
-		hash := ""
-		if err == nil {
-			hash, err = normalizeHash(hashes[0])
-		}
+		hash, err := queryHash(r.URL.RawQuery)
 		if err != nil {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
@@ -90,15 +77,24 @@ func (s *server) getMembershipByHash() http.HandlerFunc {
 	}
 }
 
-// normalizeHash validates a hash from a query string. A '+' that was not escaped arrives as a
-// space; a space is never part of base64, so it is taken back as the '+' the caller meant.
-func normalizeHash(h string) (string, error) {
-	h = strings.ReplaceAll(h, " ", "+")
+// queryHash is the query's one contextHash, validated. A '+' that was not escaped arrives as
+// a space, never part of base64: it is taken back as the '+' the caller meant.
+func queryHash(rawQuery string) (string, error) {
+	q, err := url.ParseQuery(rawQuery)
+	hashes, given := q["contextHash"]
+	switch {
+	case err != nil:
+		return "", errors.New("query string is not validly encoded")
+	case !given:
+		return "", errors.New("contextHash query parameter is required (or use /memberships/{contextKey})")
+	case len(hashes) != 1:
+		return "", errors.New("give contextHash once; POST /memberships looks up many")
+	}
+	h := strings.ReplaceAll(hashes[0], " ", "+")
 	return h, segments.ValidateHash(h)
 }
 
-// writeLookup writes one lookup's response (key "" for a lookup by hash): 200, or 503 when
-// the read failed (the service has logged why).
+// writeLookup writes one lookup's answer (key "" by hash): 200, or 503 if the read failed.
 func writeLookup(w http.ResponseWriter, key string, res segments.Answer) {
 	code := http.StatusOK
 	if res.Err != nil {
@@ -116,20 +112,14 @@ type batchRequest struct {
 }
 
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
-// then hashes), the misses read in one store call; its body is read (guard.Bodies.Limit) and
-// its lookup slot taken (guard.Shedder) before it runs, the slot given back as it answers.
+// then hashes); its body is read and its lookup slot taken (guard) before it runs.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		env, ok := s.environment(w, r)
 		if !ok {
 			return
 		}
-		req, err := s.decodeBatch(r)
-		if err != nil {
-			Error(w, r, http.StatusBadRequest, err.Error())
-			return
-		}
-		hashes, err := s.batchHashes(req)
+		req, hashes, err := s.decodeBatch(r)
 		if err != nil {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
@@ -206,26 +196,30 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 	})
 }
 
-// decodeBatch checks and parses a batch body, read whole by guard.Bodies.Limit.
-func (s *server) decodeBatch(r *http.Request) (batchRequest, error) {
+// decodeBatch checks and parses a batch body, read whole by guard.Bodies.Limit, and returns
+// it with the hashes to look up.
+func (s *server) decodeBatch(r *http.Request) (batchRequest, []string, error) {
 	body, ok := guard.BodyBytes(r)
 	if !ok {
-		return batchRequest{}, errors.New("request body could not be read")
+		return batchRequest{}, nil, errors.New("request body could not be read")
 	}
 	if err := strictjson.CheckText(body); err != nil {
-		return batchRequest{}, fmt.Errorf("request body is not valid UTF-8 text: %v", err)
+		return batchRequest{}, nil, fmt.Errorf("request body is not valid UTF-8 text: %v", err)
 	}
-	return s.parseBatch(body)
+	req, err := s.parseBatch(body)
+	if err != nil {
+		return req, nil, err
+	}
+	hashes, err := s.batchHashes(req)
+	return req, hashes, err
 }
 
-// lookupBytes is about what each lookup of a batch takes in memory while it is looked up and
-// answered, beyond its key's bytes: its hash, its answer, and their share of the lookup's
-// bookkeeping.
+// lookupBytes is about what each lookup of a batch takes in memory beyond its key: its hash,
+// its answer and their share of the bookkeeping.
 const lookupBytes = 256
 
 // batchUses is what decoding and answering a body of n bytes may take in memory: a copy of
-// each key, and lookupBytes per lookup (as many as the body could hold, within the batch
-// limit: each takes at least three bytes, `"",`).
+// each key, and lookupBytes per lookup it could hold (each takes at least 3 bytes, `"",`).
 func (s *server) batchUses(n int64) int64 {
 	return n + lookupBytes*min(n/3+1, int64(s.MaxBatch))
 }

@@ -17,9 +17,8 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/openapi.yaml", s.openAPI())
 }
 
-// lookupRoutes lists the lookups under prefix and the status stream, behind the token check
-// (strangers use no capacity). Lookups take a slot once their input is read (a batch's body
-// within its memory); streams take one of their own.
+// lookupRoutes lists the lookups and the status stream under prefix, behind the token check
+// (strangers use no capacity). Lookups take a slot once their input is read, streams their own.
 func (s *server) lookupRoutes(prefix string) func(chi.Router) {
 	return func(r chi.Router) {
 		r.Use(s.authenticate)
@@ -31,9 +30,8 @@ func (s *server) lookupRoutes(prefix string) func(chi.Router) {
 	}
 }
 
-// opsRoutes lists the routes of the operations listener (NewOps): metrics and the probes,
-// the same as on the API, for Prometheus and for kubelets that cannot present the client
-// certificate the API may require.
+// opsRoutes lists the routes of the operations listener (NewOps), also on the API: for
+// Prometheus and kubelets that cannot present the client certificate the API may require.
 func (s *server) opsRoutes(r chi.Router) {
 	r.Get("/livez", s.getLive())
 	r.Get("/healthz", s.getLive())

@@ -55,8 +55,8 @@ func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, 
 	return b
 }
 
-// getStatus serves GET /status: the poller's last snapshot, never a store read. Unscoped
-// while several environments are served, it is every environment's, by name.
+// getStatus serves GET /status: the poller's last snapshot, never a store read; unscoped
+// while several environments are served, every one's, by name.
 func (s *server) getStatus() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if chi.URLParam(r, envParam) == "" && len(s.envs) > 1 {
@@ -79,10 +79,9 @@ func (s *server) getStatus() http.HandlerFunc {
 	}
 }
 
-// getStatusStream serves GET /status/stream as Server-Sent Events: the status at once, then an
-// event per change of available, stale or the data (a new cursor: cached answers are to be
-// dropped), and a comment every heartbeat; unscoped with several environments, every one's,
-// each event naming its own. It ends when the client goes or the server stops (Config.Stop).
+// getStatusStream serves GET /status/stream as Server-Sent Events: the status at once, an
+// event per change of available, stale or the data (a new cursor: drop cached answers), and a
+// comment every heartbeat; unscoped with several environments, every one's.
 func (s *server) getStatusStream() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		envs := s.envs
@@ -113,8 +112,8 @@ func (s *server) getStatusStream() http.HandlerFunc {
 	}
 }
 
-// stillOpen says, each time it is called, whether the request's token still opens what it
-// asked for: a status stream ends at its next event or heartbeat once its token is revoked.
+// stillOpen says whether the request's token still opens what it asked for: a stream ends at
+// its next write once its token is revoked.
 func (s *server) stillOpen(r *http.Request) func() bool {
 	if !s.Tokens.Enabled() {
 		return func() bool { return true }
@@ -123,8 +122,8 @@ func (s *server) stillOpen(r *http.Request) func() bool {
 	return func() bool { return session.Scope().Opens(env) }
 }
 
-// stream sends each environment's status, again at each signal of the poll loop's one channel,
-// and heartbeats, until the client goes, the server stops, a write fails or the token is revoked.
+// stream sends each environment's status, again at each signal of changes, and heartbeats,
+// until the client goes, the server stops, a write fails or the token is revoked.
 func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment, changes <-chan struct{}) {
 	sendAll := func() error {
 		for _, e := range envs {
@@ -143,7 +142,7 @@ func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Envir
 		case <-s.Stop:
 			return
 		case <-heartbeat.C:
-			err = ew.comment("heartbeat")
+			err = ew.write(": heartbeat\n\n")
 		case <-changes:
 			err = sendAll()
 		}
@@ -168,9 +167,8 @@ type said struct {
 	cursor                   string
 }
 
-// send writes env's status as an event, unless it repeats the last one sent: a signal of
-// changes stands for every environment, and a poll that completes between Subscribe and the
-// first Status is both in the first events and signalled.
+// send writes env's status as an event, unless it repeats the last one sent (a signal stands
+// for every environment, and may tell of what the first events said).
 func (ew *eventWriter) send(env *segments.Environment) error {
 	st, polled := env.Status()
 	now := said{polled, st.Available, st.Stale, st.Cursor}
@@ -182,12 +180,8 @@ func (ew *eventWriter) send(env *segments.Environment) error {
 	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }
 
-func (ew *eventWriter) comment(text string) error {
-	return ew.write(": " + text + "\n\n")
-}
-
 // write writes and flushes text within the stream write timeout: a client that stops reading
-// loses its stream, and its slot, then, and never holds up a shutdown for longer.
+// loses its stream and its slot, and never holds up a shutdown for longer.
 func (ew *eventWriter) write(text string) error {
 	if !ew.open() {
 		return errRevoked

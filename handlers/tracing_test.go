@@ -45,8 +45,8 @@ func TestServerSpans(t *testing.T) {
 	escaped := strings.NewReplacer("+", "%2B", "/", "%2F", "=", "%3D").Replace(hash)
 	for _, tc := range []struct {
 		method, path, body string
-		name, route       string
-		code              int64
+		name, route        string
+		code               int64
 	}{
 		{"GET", "/memberships/secret-key?debug=secret-key", "", "GET /memberships/{contextKey}", "/memberships/{contextKey}", 200},
 		{"GET", "/environments/default/memberships/secret-key", "", "GET /environments/{env}/memberships/{contextKey}", "/environments/{env}/memberships/{contextKey}", 200},

@@ -8,13 +8,12 @@ import (
 	gocache "github.com/patrickmn/go-cache"
 )
 
-// cache holds an environment's recent memberships by hash, "no membership" included, within
-// a bound, by rotating a pair of go-caches, and of one data generation: the package
-// documentation says why. Writes hold mu; hits read the current pair without it.
+// cache holds an environment's recent memberships by hash within a bound, in a pair of
+// go-caches of one data generation (see the package documentation). A nil cache is off.
 type cache struct {
 	half int // entries per go-cache, at most
 	now  func() time.Time
-	mu   sync.Mutex // held to insert, rotate and invalidate
+	mu   sync.Mutex // held to insert, rotate and invalidate; hits take no lock
 	maps atomic.Pointer[cacheMaps]
 }
 
@@ -31,16 +30,14 @@ type cacheEntry struct {
 // newCache returns a cache of at most size entries (at least two).
 func newCache(size int, now func() time.Time) *cache {
 	c := &cache{half: max(size/2, 1), now: now}
-	c.maps.Store(newCacheMaps(0))
+	c.maps.Store(&cacheMaps{young: newGoCache(), old: newGoCache()})
 	return c
 }
 
-func newCacheMaps(generation uint64) *cacheMaps {
-	return &cacheMaps{young: gocache.New(gocache.NoExpiration, 0), old: gocache.New(gocache.NoExpiration, 0), generation: generation}
-}
+func newGoCache() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
 
-// get returns the membership cached for hash, if it has not expired; a hit in the old
-// go-cache is copied into the young one.
+// get returns the membership cached for hash, unless expired; a hit in the old go-cache is
+// copied into the young one.
 func (c *cache) get(hash string) (Membership, bool) {
 	if c == nil {
 		return Membership{}, false
@@ -89,7 +86,7 @@ func (c *cache) put(hash string, e cacheEntry, gen uint64) {
 	}
 	if maps.young.ItemCount() >= c.half {
 		if _, replaces := maps.young.Get(hash); !replaces {
-			maps = &cacheMaps{young: gocache.New(gocache.NoExpiration, 0), old: maps.young, generation: gen}
+			maps = &cacheMaps{young: newGoCache(), old: maps.young, generation: gen}
 			c.maps.Store(maps)
 		}
 	}
@@ -103,11 +100,10 @@ func (c *cache) invalidate() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.maps.Store(newCacheMaps(c.maps.Load().generation + 1))
+	c.maps.Store(&cacheMaps{young: newGoCache(), old: newGoCache(), generation: c.maps.Load().generation + 1})
 }
 
-// len counts entries, expired ones included; an entry promoted counts twice until the old
-// go-cache is dropped, and the total is still within the bound.
+// len counts entries, expired ones included; a promoted one counts twice, within the bound.
 func (c *cache) len() int {
 	if c == nil {
 		return 0

@@ -7,14 +7,12 @@ import (
 	"fmt"
 )
 
-// MaxHashLen bounds the length of a context hash accepted from callers. A real hash (base64 of
-// SHA-256) is 44 characters; the bound leaves room for other hash schemes while keeping
-// malformed input from turning into large store keys.
+// MaxHashLen bounds a context hash from callers: a SHA-256 one is 44 characters; the bound
+// leaves room for other schemes but not for large store keys.
 const MaxHashLen = 128
 
-// Hash returns the Big Segments hash of a context key: standard, padded base64 of the SHA-256
-// of the key's bytes. Synchronizers store memberships under this hash, never under the key, so
-// every lookup by key starts here.
+// Hash returns the Big Segments hash of a context key, under which synchronizers store its
+// memberships: standard, padded base64 of the SHA-256 of the key's bytes.
 func Hash(contextKey string) string {
 	sum := sha256.Sum256([]byte(contextKey))
 	var b [44]byte // base64.StdEncoding.EncodedLen(sha256.Size)
@@ -22,11 +20,9 @@ func Hash(contextKey string) string {
 	return string(b[:]) // one allocation, where EncodeToString makes two
 }
 
-// ValidateHash reports why s cannot be a context hash, or nil when it can: it must be non-empty,
-// at most MaxHashLen characters, and valid standard base64 with padding, in the one form an
-// encoder writes (unused bits zero: "QQ==", not "QR==", which decodes the same). Checking this
-// before a store read keeps callers' mistakes (a URL-safe alphabet, a missing escape) from
-// looking like "no membership".
+// ValidateHash says why s cannot be a context hash, or nil: it must be padded standard base64
+// in canonical form, at most MaxHashLen long, so that a caller's mistake (a URL-safe alphabet,
+// a lost escape) is an error, not "no membership".
 func ValidateHash(s string) error {
 	if s == "" {
 		return errors.New("context hash is empty")

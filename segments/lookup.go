@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -26,6 +28,13 @@ type Answer struct {
 // LookupHash answers for the context with the given hash (Hash of its key, or a caller's
 // hash checked with ValidateHash). Before the first poll has finished it polls inline.
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
+	if e.traced(ctx) {
+		return e.tracedLookup(ctx, hash)
+	}
+	return e.lookupHash(ctx, hash)
+}
+
+func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
 	st := e.status.Load()
 	if st == nil {
 		var cancel context.CancelFunc
@@ -41,15 +50,12 @@ func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 	}
 	m, err := e.await(ctx, hash)
 	if err != nil {
-		err = fmt.Errorf("read membership: %w", err)
-		e.readFailed(ctx, hash, err)
-		return e.failed(hash, err)
+		return e.failed(hash, e.readFailed(ctx, hash, err))
 	}
 	return e.read(hash, m.read, m.gen, st)
 }
 
-// read answers for what the store read of hash in generation gen, under st, and caches it
-// for as long as st allows: the cursor TTL while the store has a cursor, else the cache TTL.
+// read answers for what the store read of hash in generation gen, and caches it.
 func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Answer {
 	if r.Err != nil {
 		return e.failed(hash, r.Err)
@@ -67,13 +73,16 @@ type miss struct {
 	hash string
 	done chan struct{} // closed once read and gen are set
 	read Read
-	gen  uint64 // the cache generation the read started in
+	gen  uint64            // the cache generation the read started in
+	span trace.SpanContext // the read's, when traced
 }
 
-// await reads hash once for all its lookups meanwhile (singleflight), by a reader of Run's
-// or, while Run keeps none, alone, until it is read, ctx ends or the lookup timeout passes (a
-// timer of its own: a context with a deadline costs five allocations more).
+// await reads hash once for all its lookups, by a reader of Run's or, while Run keeps none,
+// alone, until it is read, ctx ends or the lookup timeout passes (a timer of its own: a context
+// with a deadline costs five allocations more).
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
+	link := e.reads.wait(ctx, hash) // a traced lookup, for its read to link to
+	defer e.reads.leave(hash, link)
 	ch := e.flight.DoChan(hash, func() (any, error) {
 		m := &miss{hash: hash, done: make(chan struct{})}
 		select {
@@ -92,6 +101,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	}
 	select {
 	case r := <-ch:
+		linkRead(ctx, r.Val.(*miss))
 		return r.Val.(*miss), nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
@@ -100,8 +110,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	}
 }
 
-// readMisses is a reader of Run's: it takes a miss and every miss waiting with it (up to
-// maxReadBatch), without waiting for more, and reads them in one store call.
+// readMisses is a reader of Run's: it reads a miss and every miss already waiting in one call.
 func (e *Environment) readMisses(ctx context.Context) {
 	batch := make([]*miss, 0, maxReadBatch)
 	for {
@@ -133,16 +142,27 @@ func (e *Environment) readBatch(batch []*miss) {
 	}
 	ctx, cancel := e.svc.withTimeout(context.Background())
 	defer cancel()
+	ctx, span := e.startRead(ctx, hashes)
 	reads, gen := e.readStore(ctx, hashes)
+	e.endRead(span, hashes, reads)
 	for i, m := range batch {
 		m.read, m.gen = reads[i], gen
+		if span != nil {
+			m.span = span.SpanContext()
+		}
 		close(m.done)
 	}
 }
 
-// LookupBatch answers for many contexts at once, in order: the batch's misses are read in
-// one store call of its own (a context asked twice is read once), which takes a read slot.
+// LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
+	if e.traced(ctx) {
+		return e.tracedBatch(ctx, hashes)
+	}
+	return e.lookupBatch(ctx, hashes)
+}
+
+func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
 	st := e.firstStatus(ctx)
@@ -162,7 +182,9 @@ func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer
 	}
 	reads, gen := failAll(len(toRead), ErrStoreUnreachable), uint64(0)
 	if !st.Unreachable {
+		ctx, span := e.startRead(ctx, toRead)
 		reads, gen = e.readStore(ctx, toRead)
+		e.endRead(span, toRead, reads)
 	}
 	for i, h := range hashes {
 		if !answers[i].Cached {
@@ -187,8 +209,7 @@ type errLookupTimeout struct{ d time.Duration }
 
 func (e errLookupTimeout) Error() string { return fmt.Sprintf("no answer within %v", e.d) }
 
-// Is makes a lookup timeout a deadline exceeded, as errors.Is tells it (the error codes of
-// logs and metrics say deadline_exceeded for both).
+// Is makes a lookup timeout a deadline exceeded, so that logs and metrics give it that code.
 func (e errLookupTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // withTimeout bounds ctx by the lookup timeout, if there is one.
@@ -206,15 +227,12 @@ func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, u
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
 	case <-ctx.Done():
-		err := fmt.Errorf("read membership: %w", context.Cause(ctx))
-		e.readFailed(ctx, hashes[0], err)
-		return failAll(len(hashes), err), 0
+		return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx))), 0
 	}
 	gen, start := e.cache.currentGeneration(), time.Now()
 	reads, err := e.storeMemberships(ctx, hashes)
 	if err != nil {
-		err = fmt.Errorf("read membership: %w", err)
-		e.readFailed(ctx, hashes[0], err)
+		err = e.readFailed(ctx, hashes[0], err)
 		e.obs.StoreRead(OpMemberships, time.Since(start), err)
 		return failAll(len(hashes), err), gen
 	}
@@ -223,9 +241,8 @@ func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, u
 			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
 		}
 		if reads[i].Err != nil {
-			reads[i].Err = fmt.Errorf("read membership: %w", reads[i].Err)
-			err = reads[i].Err
-			e.readFailed(ctx, hashes[i], err)
+			err = e.readFailed(ctx, hashes[i], reads[i].Err)
+			reads[i].Err = err
 		}
 	}
 	e.obs.StoreRead(OpMemberships, time.Since(start), err)
@@ -252,24 +269,26 @@ func failAll(n int, err error) []Read {
 	return reads
 }
 
-type errorLog struct { // when a failed read was last logged, and how many failed since
+type errorLog struct { // when a failed read was last logged, and how many failed since then
 	mu     sync.Mutex
 	logged time.Time
 	unsaid int
 }
 
-// readFailed logs a failed read by hash (keys are personal data), spaced out, with a count.
-func (e *Environment) readFailed(ctx context.Context, hash string, err error) {
+// readFailed wraps err as a failed read of hash and logs it, spaced out, by hash: keys are
+// personal data.
+func (e *Environment) readFailed(ctx context.Context, hash string, err error) error {
+	err = fmt.Errorf("read membership: %w", err)
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		e.log.Debug("lookup abandoned by its caller", "contextHash", hash)
-		return
+		return err
 	}
 	r, now := e.readErrs, e.svc.now()
 	r.mu.Lock()
 	if !r.logged.IsZero() && now.Sub(r.logged) < readErrorLogInterval {
 		r.unsaid++
 		r.mu.Unlock()
-		return
+		return err
 	}
 	unsaid := r.unsaid
 	r.logged, r.unsaid = now, 0
@@ -279,4 +298,5 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) {
 		attrs = append(attrs, slog.String("code", e.svc.errorCode(err)))
 	}
 	e.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed", attrs...)
+	return err
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // Membership is the set of Big Segment refs (such as "beta-users.g3") that a context is
-// included in or excluded from; the zero value is "no membership". It is immutable and one
-// word wide: identical sets share one interned encoding (see the package documentation).
+// included in or excluded from; the zero value is "no membership". Identical sets share one
+// interned encoding, so a cache holds each distinct set once.
 type Membership struct {
 	h unique.Handle[string]
 }
@@ -34,7 +34,7 @@ func NewMembership(included, excluded []string) Membership {
 			size += 1 + binary.MaxVarintLen64 + len(r)
 		}
 	}
-	// By ref, included first, so that the first of each run of equal refs is the one that counts.
+	// By ref, included first: the first of each run of equal refs is the one that counts.
 	slices.SortFunc(entries, func(a, b entry) int { return cmp.Or(strings.Compare(a.ref, b.ref), cmp.Compare(a.flag, b.flag)) })
 	buf := make([]byte, 0, size)
 	for i, e := range entries {
@@ -54,7 +54,7 @@ func (m Membership) encoded() string {
 }
 
 // All yields each ref with true for included or false for excluded, in ascending byte order of
-// the refs. Callers that encode responses get a stable order without sorting.
+// the refs, so that encoders get a stable order without sorting.
 func (m Membership) All() iter.Seq2[string, bool] {
 	return func(yield func(string, bool) bool) {
 		for s := m.encoded(); len(s) > 0; {
@@ -87,8 +87,7 @@ func (m Membership) validUTF8() bool {
 	return true
 }
 
-// uvarint decodes a binary.AppendUvarint number from the start of s, as NewMembership wrote it,
-// without converting s to a byte slice.
+// uvarint is binary.Uvarint of a string, which it does not copy.
 func uvarint(s string) (x uint64, n int) {
 	for shift := uint(0); n < len(s); shift += 7 {
 		b := s[n]

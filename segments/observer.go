@@ -8,8 +8,8 @@ const (
 	OpMetadata    = "metadata"
 )
 
-// Observer is told what an environment does, so that metrics can be kept without this
-// package knowing how. It is called synchronously on hot paths: fast, safe for concurrent use.
+// Observer is told what an environment does, for metrics. It is called synchronously on hot
+// paths, so it must be fast and safe for concurrent use.
 type Observer interface {
 	// Lookup is called once per context looked up, with its status and whether it was cached.
 	Lookup(status LookupStatus, cached bool)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -26,9 +27,8 @@ const (
 	DefaultReadsInFlight = 4
 )
 
-// Service answers which Big Segments a context is in, in each of its environments, and owns
-// their status: its poll loop (Run) reads every environment's metadata in one call a tick and
-// publishes each one's status. The package documentation has the design.
+// Service holds every environment served, their poll loop (Run), their readiness and the one
+// channel of their changes.
 type Service struct {
 	envs []*Environment
 	read func(ctx context.Context) []MetadataRead // every environment's metadata, in order
@@ -42,6 +42,7 @@ type Service struct {
 	log                                           *slog.Logger
 	errorCode                                     func(error) string // a store error's bounded code, for logs; nil for none
 	observer                                      func(*Environment) Observer
+	tracer                                        trace.Tracer // nil: no spans
 
 	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
 	pollSeq  atomic.Uint64                 // polls begun
@@ -52,8 +53,7 @@ type Service struct {
 }
 
 // Environment is one environment served: its name (in routes, tokens' scopes and metrics),
-// the key prefix of its data, its store and, once New has made it part of a Service, its
-// status (with the cursor) and its cache (with the data generation).
+// the key prefix of its data and its store; New adds its status and cache.
 type Environment struct {
 	Name   string
 	Prefix string // "" where the store has none
@@ -68,6 +68,7 @@ type Environment struct {
 	misses   chan *miss                   // to Run's readers
 	slots    chan struct{}                // the semaphore of store reads in flight
 	readErrs *errorLog
+	reads    *reads // links reads and traced lookups; nil when untraced
 }
 
 var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -83,14 +84,14 @@ func ValidateName(name string) error {
 // Option configures a Service.
 type Option func(*Service)
 
-// WithCache sets the cache's entry bound, shared evenly by the environments, and the TTL of
-// answers read while the store has no cursor; either at zero turns the cache off.
+// WithCache sets the cache's entry bound, shared by the environments, and the TTL of answers
+// read while the store has no cursor; either at zero turns the cache off.
 func WithCache(size int, ttl time.Duration) Option {
 	return func(s *Service) { s.cacheSize, s.cacheTTL = size, ttl }
 }
 
-// WithCursorTTL sets how long an answer is cached while the store has a cursor (a new cursor
-// drops it anyway): it bounds how long a change made by hand can go unseen.
+// WithCursorTTL sets how long an answer is cached while the store has a cursor: how long a
+// change made by hand, without a new cursor, can go unseen.
 func WithCursorTTL(d time.Duration) Option { return func(s *Service) { s.cursorTTL = d } }
 
 // WithPollInterval sets how often Run polls; it is capped at the staleness threshold.
@@ -99,8 +100,7 @@ func WithPollInterval(d time.Duration) Option { return func(s *Service) { s.poll
 // WithStaleAfter sets how old the last synchronization may be before the data is stale.
 func WithStaleAfter(d time.Duration) Option { return func(s *Service) { s.staleAfter = d } }
 
-// WithLookupTimeout bounds how long a lookup, batch or poll waits for the store (then
-// StoreError); zero means no bound of the service's own.
+// WithLookupTimeout bounds how long a lookup, batch or poll waits for the store; zero: no bound.
 func WithLookupTimeout(d time.Duration) Option { return func(s *Service) { s.lookupTimeout = d } }
 
 // WithReadsInFlight bounds an environment's store reads at once: Run keeps as many readers.
@@ -109,9 +109,8 @@ func WithReadsInFlight(n int) Option { return func(s *Service) { s.readsInFlight
 // WithReadyRequiresFresh makes Readiness false while data is stale, not only unavailable.
 func WithReadyRequiresFresh(b bool) Option { return func(s *Service) { s.readyRequiresFresh = b } }
 
-// WithMetadataRead sets how every environment's metadata is read at once (one round trip on
-// a database that holds them all), one MetadataRead per environment, in order; by default
-// each store's Metadata is read in turn.
+// WithMetadataRead sets how a poll reads every environment's metadata at once (one round trip
+// on a database that holds them all), in order; by default each store's is read in turn.
 func WithMetadataRead(read func(ctx context.Context) []MetadataRead) Option {
 	return func(s *Service) { s.read = read }
 }
@@ -122,16 +121,15 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 // WithLogger sets where status changes and failed reads are logged. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
-// WithErrorCode names each store error in the logs of failed reads and of the store
-// becoming unavailable with code(err), as "code": a bounded name the store gives its errors
-// (such as an AWS error code), for searching logs by cause. Default: no code.
+// WithErrorCode adds code(err), a bounded name of a store error (an AWS error code), to the
+// log lines of failed reads and of the store becoming unavailable, for searching by cause.
 func WithErrorCode(code func(error) string) Option { return func(s *Service) { s.errorCode = code } }
 
 // WithObserver sets who is told of each environment's lookups, reads and polls (metrics).
 func WithObserver(of func(*Environment) Observer) Option { return func(s *Service) { s.observer = of } }
 
-// New returns the Service of envs: at least one, each with a store and a valid name of its
-// own. It starts nothing: Run polls and keeps the store readers.
+// New returns the Service of envs: at least one, each with a store and a name of its own. It
+// starts nothing: Run does.
 func New(envs []Environment, opts ...Option) (*Service, error) {
 	s := &Service{
 		cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, cursorTTL: DefaultCursorTTL,
@@ -179,24 +177,24 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 			e.log = s.log.With("environment", e.Name)
 		}
 		e.obs = s.observer(e)
+		if s.tracer != nil {
+			e.reads = &reads{waiting: map[string][]trace.Link{}, running: map[string]trace.Span{}}
+		}
 		s.envs = append(s.envs, e)
 	}
 	return s, nil
 }
 
-// noReaders is closed: lookups read their misses themselves while Run keeps no readers.
+// noReaders is closed: while Run keeps no readers, lookups read their misses themselves.
 var noReaders = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Environments are the environments served, in the order given to New.
 func (s *Service) Environments() []*Environment { return s.envs }
 
-// PollInterval is the interval Run polls at, after capping at StaleAfter.
-func (s *Service) PollInterval() time.Duration { return s.pollInterval }
-
 // StaleAfter is the staleness threshold.
 func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
-// CacheLen is how many entries the environment's cache holds (see the package documentation).
+// CacheLen is how many entries the environment's cache holds.
 func (e *Environment) CacheLen() int { return e.cache.len() }
 
 // Drain marks the service as shutting down: Readiness is false from now on, so that load
@@ -206,9 +204,8 @@ func (s *Service) Drain() { s.draining.Store(true) }
 // Draining reports whether Drain was called.
 func (s *Service) Draining() bool { return s.draining.Load() }
 
-// Readiness says whether this instance should get traffic, and if not why: not once it
-// drains, not before the first poll, not while a store is unavailable, and (with
-// WithReadyRequiresFresh) not while data is stale; several environments are each named.
+// Readiness says whether this instance should get traffic, and if not why, naming each
+// environment that keeps it from it when there are several.
 func (s *Service) Readiness() (ready bool, reason string) {
 	if s.Draining() {
 		return false, "shutting down"

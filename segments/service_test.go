@@ -348,12 +348,12 @@ func TestFirstLookupPollsInline(t *testing.T) {
 
 func TestPollIntervalCappedAtStaleAfter(t *testing.T) {
 	s := newOne(newFakeStore(), WithPollInterval(time.Hour), WithStaleAfter(time.Minute))
-	if got := s.PollInterval(); got != time.Minute {
-		t.Errorf("PollInterval = %v, want 1m", got)
+	if got := s.pollInterval; got != time.Minute {
+		t.Errorf("poll interval = %v, want 1m", got)
 	}
 	s = newOne(newFakeStore())
-	if s.PollInterval() != DefaultPollInterval || s.StaleAfter() != DefaultStaleAfter {
-		t.Errorf("defaults: %v, %v", s.PollInterval(), s.StaleAfter())
+	if s.pollInterval != DefaultPollInterval || s.StaleAfter() != DefaultStaleAfter {
+		t.Errorf("defaults: %v, %v", s.pollInterval, s.StaleAfter())
 	}
 }
 

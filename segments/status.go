@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// recoveryPollInterval is how often the status is polled while a store is unreachable, if
-// the poll interval is longer: lookups fail fast meanwhile, so recovery should be seen soon.
+// recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
 const recoveryPollInterval = time.Second
 
 // LookupStatus says how far a lookup's answer can be trusted: the values and precedence of
@@ -22,8 +21,7 @@ const (
 	StoreError LookupStatus = "STORE_ERROR" // the read failed, or the last poll could not read the store
 )
 
-// StoreStatus is an environment's status after a poll; a failed poll keeps the last
-// synchronization time and cursor known, so data ages while its store is unavailable.
+// StoreStatus is an environment's status after a poll.
 type StoreStatus struct {
 	Available        bool      // the poll read the metadata
 	Unreachable      bool      // the poll could not reach the store (not ErrInvalidMetadata): lookups fail at once
@@ -45,8 +43,8 @@ func (s StoreStatus) LookupStatus() LookupStatus {
 	return Healthy
 }
 
-// Status returns the environment's last polled status, and false before the first poll has
-// finished (unavailable and stale, as never synchronized). It never reads the store.
+// Status returns the environment's last polled status, never reading the store, and false
+// before the first poll has finished (unavailable and stale, as never synchronized).
 func (e *Environment) Status() (StoreStatus, bool) {
 	if st := e.status.Load(); st != nil {
 		return *st, true
@@ -54,8 +52,8 @@ func (e *Environment) Status() (StoreStatus, bool) {
 	return StoreStatus{Stale: true}, false
 }
 
-// firstStatus is the last status, or, before any poll has finished, that of a poll it shares
-// with every other caller and with Run, so that the first lookups get a true status.
+// firstStatus is the last status or, before the first poll has finished, that of a poll
+// shared with every other caller and with Run, so that the first lookups get a true status.
 func (e *Environment) firstStatus(ctx context.Context) *StoreStatus {
 	if st := e.status.Load(); st != nil {
 		return st
@@ -76,17 +74,16 @@ func (e *Environment) firstStatus(ctx context.Context) *StoreStatus {
 	return &StoreStatus{Stale: true, CheckedAt: e.svc.now()}
 }
 
-// Poll polls every environment now and tells subscribers if any status changed. A poll
-// running when it is called is waited for, then followed by a new one: its read may predate
-// what the caller changed.
+// Poll polls every environment now, after waiting out a poll already running (its read may
+// predate what the caller changed).
 func (s *Service) Poll(ctx context.Context) {
 	if before := s.pollSeq.Load(); s.poll(ctx) <= before {
 		s.poll(ctx)
 	}
 }
 
-// poll runs a poll, or joins the one running, and returns its number: polls run one at a
-// time, so that a slow poll never overwrites the status of a later one.
+// poll runs a poll, or joins the one running, and returns its number: one at a time, so
+// that a slow poll never overwrites a later one.
 func (s *Service) poll(ctx context.Context) uint64 {
 	v, _, _ := s.polls.Do("", func() (any, error) { return s.pollNow(ctx), nil })
 	return v.(uint64)
@@ -97,7 +94,9 @@ func (s *Service) pollNow(ctx context.Context) uint64 {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	start := time.Now()
+	ctx, span := s.startPoll(ctx)
 	reads := s.read(ctx)
+	endPoll(span, reads)
 	d, changed := time.Since(start), false
 	for i, e := range s.envs {
 		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
@@ -112,7 +111,7 @@ func (s *Service) pollNow(ctx context.Context) uint64 {
 	return seq
 }
 
-// readEach reads each store's metadata in turn, without WithMetadataRead.
+// readEach is the metadata read without WithMetadataRead.
 func (s *Service) readEach(ctx context.Context) []MetadataRead {
 	reads := make([]MetadataRead, len(s.envs))
 	for i, e := range s.envs {
@@ -122,19 +121,19 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 }
 
 // record publishes the status after a poll that read md and err in d, and says whether
-// Available, Stale or the data changed. A new cursor drops the environment's cache first.
+// Available, Stale or the data (a new cursor, which drops the cache first) changed.
 func (e *Environment) record(md Metadata, err error, d time.Duration) bool {
 	e.obs.StoreRead(OpMetadata, d, err)
 	now, prev := e.svc.now(), e.status.Load()
-	st, dataChanged := StoreStatus{CheckedAt: now}, false
+	var st StoreStatus
 	if prev != nil {
-		st.LastSynchronized, st.Cursor, st.DataChangedAt = prev.LastSynchronized, prev.Cursor, prev.DataChangedAt
+		st = *prev
 	}
-	if err != nil {
-		st.Unreachable = !errors.Is(err, ErrInvalidMetadata)
-	} else {
-		st.Available, st.LastSynchronized = true, md.LastSynchronized
-		dataChanged = prev != nil && md.Cursor != prev.Cursor
+	st.Available, st.CheckedAt = err == nil, now
+	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
+	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
+	if err == nil {
+		st.LastSynchronized = md.LastSynchronized
 		if prev == nil || dataChanged {
 			st.Cursor, st.DataChangedAt = md.Cursor, now
 		}
@@ -178,9 +177,8 @@ func (e *Environment) logChange(st StoreStatus, err error) {
 	}
 }
 
-// Run is the poll loop: it polls at once and then every poll interval (every second while a
-// store is unreachable, if sooner), and keeps each environment's store readers, until ctx
-// ends. It returns once every goroutine it started has finished. It runs once.
+// Run is the poll loop, and keeps each environment's store readers, until ctx ends; it
+// returns once every goroutine it started has finished. It runs once.
 func (s *Service) Run(ctx context.Context) error {
 	gone := make(chan struct{})
 	if !s.readers.CompareAndSwap(&noReaders, &gone) {
@@ -213,9 +211,8 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // Subscribe returns a channel that gets a signal after each poll that changed an
-// environment's Available, Stale or data (a new cursor), for the subscriber to read the
-// statuses it follows, and a function that ends the subscription (without closing the
-// channel). One pending signal stands for every change since: the loop never waits.
+// environment's Available, Stale or data, and a function that ends the subscription. One
+// pending signal stands for every change since, so the loop never waits for a subscriber.
 func (s *Service) Subscribe() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.subsMu.Lock()

@@ -30,7 +30,7 @@ func dynamoLoad(t *testing.T, env map[string]string, clock *fakeClock, args ...s
 		now = clock.now
 	}
 	var out, errOut bytes.Buffer
-	if err := loadWithClock(context.Background(), args, cfg, &out, &errOut, now); err != nil {
+	if err := load(context.Background(), args, cfg, &out, &errOut, now); err != nil {
 		t.Fatalf("load %v: %v\n%s%s", args, err, errOut.String(), out.String())
 	}
 	return out.String(), errOut.String()

@@ -14,27 +14,21 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// load runs "server load [--replace] FILE": it writes a fixture into the configured Redis or
-// DynamoDB table in the LaunchDarkly layout, then sets the synchronization time (the file's
-// synchronizedOn, or now) and, if the load changed anything, the cursor (the file's, or a new
-// one; DynamoDB's lastVersion), so that running instances see the load as a change at their
-// next poll. A load that changes nothing keeps the stored cursor: a new one would empty every
-// running instance's cache. The whole file is checked before anything is written. Each phase
-// (reading, parsing, writing, deleting) prints its progress to stderr about once a second,
-// and a last line.
-func load(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer) error {
-	return loadWithClock(ctx, args, cfg, stdout, stderr, time.Now)
-}
-
 // loadFlags are load's flags that both stores take.
 type loadFlags struct {
 	replace bool
 	batch   int
 }
 
-// loadWithClock is load, with the clock that paces its progress lines and gives the
-// synchronization time: a test passes one that it moves.
-func loadWithClock(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer, now func() time.Time) error {
+// load runs "server load [--replace] FILE": it writes a fixture into the configured Redis or
+// DynamoDB table in the LaunchDarkly layout, then sets the synchronization time (the file's
+// synchronizedOn, or now) and, if the load changed anything, the cursor (the file's, or a new
+// one; DynamoDB's lastVersion), so that running instances see the load as a change at their
+// next poll. A load that changes nothing keeps the stored cursor: a new one would empty every
+// running instance's cache. The whole file is checked before anything is written. Each phase
+// (reading, parsing, writing, deleting) prints its progress to stderr about once a second, by
+// now, which also gives the synchronization time, and a last line.
+func load(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer, now func() time.Time) error {
 	flags, envName, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
 		return err

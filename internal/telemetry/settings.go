@@ -101,14 +101,16 @@ func (r *reader) boolean(name string) bool {
 }
 
 // exporter is a signal's exporter: the variable's, or, unset, otlp when an OTLP endpoint
-// applies to the signal, else none. The specification's default is otlp whatever is set;
-// bigseg exports nothing, and dials no collector, unless told where to.
+// asks for the signal, else none. The specification's default is otlp whatever is set;
+// bigseg exports nothing, and dials no collector, unless told where to. Traces follow the
+// general endpoint or their own; metrics, which /metrics already serves, only their own
+// (or OTEL_METRICS_EXPORTER).
 func (r *reader) exporter(name, signal string) string {
 	switch v := r.get(name); v {
 	case exporterOTLP, exporterConsole, exporterNone:
 		return v
 	case "":
-		if r.get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || r.get("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != "" {
+		if signal == "TRACES" && r.get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || r.get("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != "" {
 			return exporterOTLP
 		}
 		return exporterNone

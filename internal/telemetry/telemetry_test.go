@@ -96,13 +96,15 @@ func TestOffUnlessAnExporterOrEndpointIsSet(t *testing.T) {
 	}
 }
 
-// Which signals an endpoint turns on: the general one both, a signal's own only that one.
+// Which signals an endpoint turns on: the general one traces (metrics, which /metrics has,
+// need OTEL_METRICS_EXPORTER), a signal's own that one.
 func TestEndpointTurnsOnItsSignals(t *testing.T) {
 	for _, tc := range []struct {
 		vars            map[string]string
 		traces, metrics string
 	}{
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, "otlp", "otlp"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, "otlp", "none"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_METRICS_EXPORTER": "otlp"}, "otlp", "otlp"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, "otlp", "none"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"}, "none", "otlp"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_METRICS_EXPORTER": "none"}, "otlp", "none"},

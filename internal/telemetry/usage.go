@@ -14,9 +14,9 @@ type variable struct{ name, typ, def, desc string }
 // win over the general one.
 var variables = []variable{
 	{"OTEL_SDK_DISABLED", "True or False", "false", "true turns OpenTelemetry off, whatever else is set"},
-	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if an OTLP endpoint for traces is set, else none"},
-	{"OTEL_METRICS_EXPORTER", "String", "", "otlp, console or none: bigseg's metrics (as /metrics has them, which stays) and http.server.request.duration; unset means otlp if an OTLP endpoint for metrics is set, else none"},
-	{"OTEL_EXPORTER_OTLP_ENDPOINT", "String", "", "the collector's base URL, http:// or https://, for every signal (the exporters' default: http://localhost:4318, or :4317 for grpc); setting it turns on the signals whose exporter is unset"},
+	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if OTEL_EXPORTER_OTLP_ENDPOINT or _TRACES_ENDPOINT is set, else none"},
+	{"OTEL_METRICS_EXPORTER", "String", "", "otlp, console or none: bigseg's metrics (as /metrics has them, which stays) and http.server.request.duration; unset means otlp if OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set, else none"},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "String", "", "the collector's base URL, http:// or https://, for every signal (the exporters' default: http://localhost:4318, or :4317 for grpc); setting it turns traces on unless OTEL_TRACES_EXPORTER says otherwise"},
 	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "String", "", "the collector's URL for traces only, used as is (http/protobuf: with its path, such as /v1/traces)"},
 	{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "String", "", "the collector's URL for metrics only, used as is (http/protobuf: such as /v1/metrics)"},
 	{"OTEL_EXPORTER_OTLP_PROTOCOL", "String", "http/protobuf", "grpc or http/protobuf (also _TRACES_PROTOCOL, _METRICS_PROTOCOL)"},
@@ -25,7 +25,7 @@ var variables = []variable{
 	{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "String", "", "PEM client certificate, for collectors that require one (also per signal)"},
 	{"OTEL_EXPORTER_OTLP_CLIENT_KEY", "String", "", "PEM key of the client certificate (also per signal)"},
 	{"OTEL_EXPORTER_OTLP_COMPRESSION", "String", "", "gzip or none (also per signal)"},
-	{"OTEL_EXPORTER_OTLP_TIMEOUT", "Integer", "10000", "milliseconds one export may take, retries included (also per signal)"},
+	{"OTEL_EXPORTER_OTLP_TIMEOUT", "Integer", "10000", "the exporter's bound of an export, in milliseconds (also per signal)"},
 	{"OTEL_SERVICE_NAME", "String", ServiceName, "service.name of bigseg's telemetry"},
 	{"OTEL_RESOURCE_ATTRIBUTES", "String", "", "more resource attributes: key=value pairs, comma-separated, values percent-encoded"},
 	{"OTEL_TRACES_SAMPLER", "String", "parentbased_always_on", "parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off or traceidratio: parent-based ones follow the caller's traceparent"},
