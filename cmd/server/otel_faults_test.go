@@ -62,6 +62,9 @@ func TestOTelCollectorFaults(t *testing.T) {
 				}
 				waitDropsCounted(t, p.URL)
 				lines := otelFailureLines(p)
+				for deadline := time.Now().Add(30 * time.Second); len(lines) == 0 && time.Now().Before(deadline); lines = otelFailureLines(p) {
+					time.Sleep(100 * time.Millisecond) // polling a condition: an export times out after its second
+				}
 				if len(lines) == 0 || len(lines) > 4 {
 					t.Errorf("%d log lines of the collector's failure over one failure period, want 1 to 4 (one per signal and period):\n%s",
 						len(lines), strings.Join(lines, "\n"))
