@@ -50,8 +50,8 @@
 // of them: new entries go into the young one; an entry that would take it past half the bound
 // first makes it the old one, dropping the previous old one whole; a hit in the old one is
 // copied into the young one. So the cache never holds more than its bound (WithCache,
-// DefaultCacheSize, shared evenly by the environments; an entry copied into the young go-cache
-// counts in both and the total still fits), every operation is O(1), with no scan and no purge,
+// DefaultCacheSize, shared evenly by the environments, at least two entries each; an entry
+// copied into the young go-cache counts in both and the total still fits), every operation is O(1), with no scan and no purge,
 // and a context looked up at least once per half-bound of new entries stays cached until its
 // TTL, however many one-off contexts pass through. And go-cache's own expiration reads
 // time.Now, which tests cannot move, so entries carry their expiry on the injected clock and

@@ -85,20 +85,20 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	defer e.reads.leave(hash, link)
 	ch := e.flight.DoChan(hash, func() (any, error) {
 		m := &miss{hash: hash, done: make(chan struct{})}
+		queued, stop := e.svc.lookupTimer() // a miss no reader takes in time is given up
+		defer stop()
 		select {
 		case e.misses <- m:
 			<-m.done
 		case <-*e.svc.readers.Load():
 			e.readBatch([]*miss{m})
+		case <-queued:
+			m.read.Err = e.svc.timeoutCause
 		}
 		return m, nil
 	})
-	var timeout <-chan time.Time // never ready without a lookup timeout
-	if e.svc.lookupTimeout > 0 {
-		t := time.NewTimer(e.svc.lookupTimeout)
-		defer t.Stop()
-		timeout = t.C
-	}
+	timeout, stop := e.svc.lookupTimer()
+	defer stop()
 	select {
 	case r := <-ch:
 		linkRead(ctx, r.Val.(*miss))
@@ -211,6 +211,16 @@ func (e errLookupTimeout) Error() string { return fmt.Sprintf("no answer within 
 
 // Is makes a lookup timeout a deadline exceeded, so that logs and metrics give it that code.
 func (e errLookupTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// lookupTimer is a channel ready once the lookup timeout has passed (never, without one), and
+// what stops its timer.
+func (s *Service) lookupTimer() (<-chan time.Time, func() bool) {
+	if s.lookupTimeout <= 0 {
+		return nil, func() bool { return false }
+	}
+	t := time.NewTimer(s.lookupTimeout)
+	return t.C, t.Stop
+}
 
 // withTimeout bounds ctx by the lookup timeout, if there is one.
 func (s *Service) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -250,3 +250,34 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A miss that no reader takes within the lookup timeout is given up, not left queued until the
+// store answers again: a slow store holds no goroutine, and owes no read, per context asked for.
+func TestQueuedMissGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFakeStore()
+		store.setMeta(time.Now(), nil)
+		block := make(chan struct{})
+		store.block = block
+		s := newOne(store, WithReadsInFlight(1), WithLookupTimeout(time.Second))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		synctest.Wait()
+		go s.LookupHash(context.Background(), Hash("first")) // the one reader waits in the store
+		synctest.Wait()
+		for i := range 10 {
+			if a := s.LookupHash(context.Background(), Hash("queued-"+strconv.Itoa(i))); a.Status != StoreError {
+				t.Errorf("lookup %d behind a stuck reader: %v, want %v", i, a.Status, StoreError)
+			}
+		}
+		synctest.Wait()
+		close(block)
+		synctest.Wait()
+		if got := store.hashes.Load(); got != 1 {
+			t.Errorf("%d contexts read once the store answered, want 1: the given-up misses were still queued", got)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -56,7 +56,7 @@ type Service struct {
 // the key prefix of its data and its store; New adds its status and cache.
 type Environment struct {
 	Name   string
-	Prefix string // "" where the store has none
+	Prefix string // the key prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
 	Store  Store
 
 	svc      *Service

@@ -425,6 +425,50 @@ func TestRunPollsAtStartAndStops(t *testing.T) {
 	})
 }
 
+// Ending Run while a poll waits for the store is no failed poll: the status stays as the last
+// poll left it, and nothing is reported (shutdown used to log the store as unavailable).
+func TestRunEndingMidPollRecordsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &countingObserver{}
+		store := &ctxMetaStore{fakeStore: newFakeStore()}
+		store.setMeta(time.Now(), nil)
+		s := newOne(store, WithPollInterval(time.Hour), WithLookupTimeout(0),
+			WithObserver(func(*Environment) Observer { return obs }))
+		s.Poll(context.Background())
+		before, _ := s.Status()
+		polls := obs.polls.Load()
+		store.hang.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		synctest.Wait() // Run's first poll waits in Metadata
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		if st, _ := s.Status(); st != before {
+			t.Errorf("status after Run ended mid-poll: %+v, want it unchanged: %+v", st, before)
+		}
+		if got := obs.polls.Load() - polls; got != 0 {
+			t.Errorf("%d polls reported after Run ended mid-poll, want 0", got)
+		}
+	})
+}
+
+// ctxMetaStore is a fakeStore whose Metadata, once hang is set, waits for its context to end.
+type ctxMetaStore struct {
+	*fakeStore
+	hang atomic.Bool
+}
+
+func (c *ctxMetaStore) Metadata(ctx context.Context) (Metadata, error) {
+	if c.hang.Load() {
+		<-ctx.Done()
+		return Metadata{}, ctx.Err()
+	}
+	return c.fakeStore.Metadata(ctx)
+}
+
 // countingObserver records what the service reports.
 type countingObserver struct {
 	lookups, cached, reads, polls, changes, dataChanges atomic.Int64

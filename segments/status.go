@@ -91,12 +91,15 @@ func (s *Service) poll(ctx context.Context) uint64 {
 
 func (s *Service) pollNow(ctx context.Context) uint64 {
 	seq := s.pollSeq.Add(1)
-	ctx, cancel := s.withTimeout(ctx)
+	readCtx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	start := time.Now()
-	ctx, span := s.startPoll(ctx)
-	reads := s.read(ctx)
+	readCtx, span := s.startPoll(readCtx)
+	reads := s.read(readCtx)
 	endPoll(span, reads)
+	if ctx.Err() != nil { // Run is ending: no answer from the store, but no failure of it either
+		return seq
+	}
 	d, changed := time.Since(start), false
 	for i, e := range s.envs {
 		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}

@@ -37,7 +37,7 @@ func (l *brokenListener) Close() error {
 // its error, so that the process exits (non-zero) and is restarted, rather than go on ready
 // with a port that accepts connections and never answers.
 func TestListenerFailureEndsTheProgram(t *testing.T) {
-	for _, which := range []string{"Redis-protocol", "metrics", "pprof"} {
+	for _, which := range []string{"API", "Redis-protocol", "metrics", "pprof"} {
 		t.Run(which, func(t *testing.T) {
 			cfg, err := configOf(map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json",
 				"BIGSEG_RESP_ADDR": "127.0.0.1:0", "BIGSEG_METRICS_ADDR": "127.0.0.1:0", "BIGSEG_PPROF_ADDR": "127.0.0.1:0",
@@ -52,6 +52,9 @@ func TestListenerFailureEndsTheProgram(t *testing.T) {
 			defer a.close()
 			var broken *brokenListener
 			switch which {
+			case "API":
+				broken = &brokenListener{Listener: a.ln.Listener, closed: make(chan struct{})}
+				a.ln.Listener = broken // beneath the connection limit
 			case "Redis-protocol":
 				broken = &brokenListener{Listener: a.resp.ln, closed: make(chan struct{})}
 				a.resp.ln = broken
@@ -66,7 +69,7 @@ func TestListenerFailureEndsTheProgram(t *testing.T) {
 			if broken == nil {
 				t.Fatalf("no %s listener", which)
 			}
-			api := "http://" + a.ln.Addr().String()
+			api, respAddr := "http://"+a.ln.Addr().String(), a.resp.ln.Addr().String()
 			done := make(chan error, 1)
 			go func() { done <- a.run(context.Background(), make(chan os.Signal)) }()
 			select {
@@ -86,6 +89,10 @@ func TestListenerFailureEndsTheProgram(t *testing.T) {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				t.Errorf("the API still answers (%d) after the %s listener failed", resp.StatusCode, which)
+			}
+			if c, err := net.Dial("tcp", respAddr); err == nil {
+				c.Close()
+				t.Errorf("the Redis-protocol listener still accepts connections after the %s listener failed", which)
 			}
 		})
 	}

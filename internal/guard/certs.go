@@ -53,17 +53,11 @@ func NewCertificates(certFile, keyFile, clientCAFile string, protos []string, lo
 	return c, nil
 }
 
-// MutualTLS says whether clients must present a certificate.
-func (c *Certificates) MutualTLS() bool { return c.clientCAFile != "" }
-
 // ServerConfig is a listener's TLS configuration: TLS 1.2 at least, and per handshake the
 // current certificate (and client CA).
 func (c *Certificates) ServerConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: c.configForClient}
 }
-
-// KeyPair is the certificate and key last loaded.
-func (c *Certificates) KeyPair() tls.Certificate { return c.config.Load().Certificates[0] }
 
 // configForClient serves the last good configuration.
 func (c *Certificates) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {

@@ -39,7 +39,7 @@ func TestRunWithNothingToWatch(t *testing.T) {
 	tok.Reload()
 	certs.Reload()
 	none.Reload()
-	if !tok.Valid("listed") {
+	if tok.Scope("listed") == nil {
 		t.Error("Reload lost a listed token")
 	}
 }

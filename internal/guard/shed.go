@@ -90,11 +90,6 @@ func (sh *Shedder) Middleware(refuse Refuse) func(http.Handler) http.Handler {
 	}
 }
 
-// Shed is NewShedder(limit, wait).Middleware(refuse), for a listener that sheds alone.
-func Shed(limit int, wait time.Duration, refuse Refuse) func(http.Handler) http.Handler {
-	return NewShedder(limit, wait).Middleware(refuse)
-}
-
 // slotWriter gives its request's slot back at the first write of the answer. Pooled: it is
 // made for every request shed.
 type slotWriter struct {

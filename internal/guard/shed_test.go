@@ -59,7 +59,7 @@ func TestShedderBounds(t *testing.T) {
 // TestSlotsAreFreeWhileAnswersAreWritten: a client that does not read its answer holds no
 // slot while the answer waits to be written.
 func TestSlotsAreFreeWhileAnswersAreWritten(t *testing.T) {
-	h := Shed(1, time.Millisecond, refuse)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := NewShedder(1, time.Millisecond).Middleware(refuse)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("answer"))
 	}))
 	stuck := apitest.NewStuckWriter()
@@ -77,7 +77,7 @@ func TestSlotsAreFreeWhileAnswersAreWritten(t *testing.T) {
 
 func TestShedOff(t *testing.T) {
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	if h := Shed(0, time.Second, refuse)(next); h == nil {
+	if h := NewShedder(0, time.Second).Middleware(refuse)(next); h == nil {
 		t.Fatal("no handler")
 	}
 }

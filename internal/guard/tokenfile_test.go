@@ -80,12 +80,12 @@ func TestTokensFileRotation(t *testing.T) {
 		expect := func(step string, valid, invalid string) {
 			t.Helper()
 			for _, v := range strings.Fields(valid) {
-				if !tok.Valid(v) {
+				if !(tok.Scope(v) != nil) {
 					t.Errorf("%s: %q refused", step, v)
 				}
 			}
 			for _, v := range strings.Fields(invalid) {
-				if tok.Valid(v) {
+				if tok.Scope(v) != nil {
 					t.Errorf("%s: %q accepted", step, v)
 				}
 			}
@@ -148,11 +148,11 @@ func TestTokensNotReadByRequests(t *testing.T) {
 		session := tok.Session("old")
 		write(t, file, "new\n")
 		time.Sleep(10 * guard.FileCheckInterval)
-		if !tok.Valid("old") || tok.Valid("new") || session.Scope() == nil {
+		if !(tok.Scope("old") != nil) || (tok.Scope("new") != nil) || session.Scope() == nil {
 			t.Error("a request, or a session, read the file")
 		}
 		tok.Reload()
-		if tok.Valid("old") || !tok.Valid("new") || session.Scope() != nil {
+		if (tok.Scope("old") != nil) || !(tok.Scope("new") != nil) || session.Scope() != nil {
 			t.Error("Reload did not take the file's tokens")
 		}
 	})

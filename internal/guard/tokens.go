@@ -113,9 +113,6 @@ func (t *Tokens) failed() {
 // Enabled says whether any token is required: false means the server is open.
 func (t *Tokens) Enabled() bool { return t != nil && len(*t.entries.Load()) > 0 }
 
-// Valid says whether token is one of the accepted tokens, whatever it opens.
-func (t *Tokens) Valid(token string) bool { return t.Scope(token) != nil }
-
 // Scope is what token opens: nil if it is no accepted token; else Opens says which
 // environments.
 func (t *Tokens) Scope(presented string) *Scope {
@@ -169,9 +166,6 @@ func (s *Session) Scope() *Scope {
 	}
 	return s.scope
 }
-
-// Opens says whether token opens environment env ("": every environment).
-func (t *Tokens) Opens(presented, env string) bool { return t.Scope(presented).Opens(env) }
 
 // Scope is the environments a token opens.
 type Scope struct{ envs []string } // nil: every one

@@ -31,15 +31,15 @@ func TestTokensList(t *testing.T) {
 		token string
 		want  bool
 	}{{"a", true}, {"b", true}, {"", false}, {"c", false}, {"a ", false}, {"ab", false}} {
-		if got := tok.Valid(c.token); got != c.want {
-			t.Errorf("Valid(%q) = %v, want %v", c.token, got, c.want)
+		if got := (tok.Scope(c.token) != nil); got != c.want {
+			t.Errorf("Scope(%q) != nil = %v, want %v", c.token, got, c.want)
 		}
 	}
 	if !tok.Enabled() {
 		t.Error("not enabled with tokens")
 	}
 	open, _ := guard.NewTokens(nil, "", slog.New(slog.DiscardHandler), nil)
-	if open.Enabled() || open.Valid("") {
+	if open.Enabled() || (open.Scope("") != nil) {
 		t.Error("no tokens: enabled, or the empty token valid")
 	}
 }
@@ -75,7 +75,7 @@ func TestTokenScopes(t *testing.T) {
 		}
 	}
 	list, _ := guard.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil, "production")
-	if !list.Opens("listed", "production") || !list.Opens("listed", "") {
+	if !list.Scope("listed").Opens("production") || !list.Scope("listed").Opens("") {
 		t.Error("a token of BIGSEG_API_TOKENS does not open every environment")
 	}
 	write(t, dir+"/bad", "tok-x prod\n")
@@ -98,7 +98,7 @@ func TestTokenScopes(t *testing.T) {
 	}
 	// A byte order mark before the first token is not part of it.
 	write(t, dir+"/bom", "\uFEFFtok-bom\n")
-	if bom, err := guard.NewTokens(nil, dir+"/bom", slog.New(slog.DiscardHandler), nil, "production"); err != nil || !bom.Valid("tok-bom") {
+	if bom, err := guard.NewTokens(nil, dir+"/bom", slog.New(slog.DiscardHandler), nil, "production"); err != nil || !(bom.Scope("tok-bom") != nil) {
 		t.Errorf("a file with a byte order mark: %v", err)
 	}
 }
@@ -149,13 +149,13 @@ func TestRefusedTokensLogged(t *testing.T) {
 			t.Errorf("one short token, not said:\n%s", logs.String())
 		}
 		for range 100 {
-			tok.Valid("wrong-xyzzy")
+			tok.Scope("wrong-xyzzy")
 		}
 		if n := strings.Count(logs.String(), "API tokens refused"); n != 1 || !strings.Contains(logs.String(), "refused=1") {
 			t.Errorf("after 100 refusals in a moment, %d lines, want 1 counting the first:\n%s", n, logs.String())
 		}
 		time.Sleep(guard.FailureLogInterval)
-		tok.Valid("wrong-xyzzy")
+		tok.Scope("wrong-xyzzy")
 		if n := strings.Count(logs.String(), "API tokens refused"); n != 2 || !strings.Contains(logs.String(), "refused=100") {
 			t.Errorf("a minute on, %d lines, want a second counting the 100 since:\n%s", n, logs.String())
 		}

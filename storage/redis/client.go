@@ -3,9 +3,12 @@ package redis
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,9 +177,19 @@ func standalone(o ClientOptions, u *goredis.UniversalOptions) error {
 	return nil
 }
 
-// redactedError keeps a URL's password out of an error that may quote the URL.
+// redactedError keeps a URL's password out of an error that may quote the URL: a url.Error
+// it wraps (made by the parse that failed, so ours to change) names the URL redacted, and the
+// message is told without the URL as given or as Go quotes it (with "%q", escaping a password
+// that holds a quote, a backslash or a control character).
 func redactedError(err error, rawURL string) error {
-	return redacted{err: err, msg: strings.ReplaceAll(err.Error(), rawURL, redact(rawURL))}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redact(ue.URL)
+	}
+	msg, quoted := err.Error(), strconv.Quote(rawURL)
+	msg = strings.ReplaceAll(msg, rawURL, redact(rawURL))
+	msg = strings.ReplaceAll(msg, quoted[1:len(quoted)-1], redact(quoted[1:len(quoted)-1]))
+	return redacted{err: err, msg: msg}
 }
 
 // redacted is an error told without a URL's password: errors.Is and errors.As still see the
