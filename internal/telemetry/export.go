@@ -38,11 +38,13 @@ func (p *boundedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 }
 
 // spanExporter is the exporter as the batch span processor sees it: it gives the queue back
-// its room for the spans it is handed, tells health of each success (failures come through
-// otel's error handler), and gives up once Shutdown's time is up.
+// its room for the spans it is handed, counts the spans of a failed export, tells health of
+// each success (failures come through otel's error handler), and gives up once Shutdown's
+// time is up.
 type spanExporter struct {
 	sdktrace.SpanExporter
 	queued *atomic.Int64
+	failed prometheus.Counter // spans of the exports that failed
 	health *health
 	abort  context.Context
 	done   chan struct{}
@@ -57,6 +59,8 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	err := e.SpanExporter.ExportSpans(ctx, spans)
 	if err == nil {
 		e.health.ok()
+	} else {
+		e.failed.Add(float64(len(spans)))
 	}
 	return err
 }

@@ -136,14 +136,18 @@ func (t *Telemetry) traces(ctx context.Context, s settings, res *resource.Resour
 	}
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{Name: "bigseg_otel_spans_dropped_total",
 		Help: "Spans dropped unexported because the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full: the collector is slow or down."})
+	failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "bigseg_otel_spans_export_failed_total",
+		Help: "Spans lost in exports that failed: the collector refused them, answered garbage, or did not answer in time."})
 	if o.Registry != nil {
-		if err := o.Registry.Register(dropped); err != nil {
-			return err
+		for _, c := range []prometheus.Collector{dropped, failed} {
+			if err := o.Registry.Register(c); err != nil {
+				return err
+			}
 		}
 	}
 	queued := new(atomic.Int64)
 	t.spansQueued = queued
-	wrapped := &spanExporter{SpanExporter: exp, queued: queued, health: h, abort: abort, done: make(chan struct{})}
+	wrapped := &spanExporter{SpanExporter: exp, queued: queued, failed: failed, health: h, abort: abort, done: make(chan struct{})}
 	bsp := sdktrace.NewBatchSpanProcessor(wrapped, sdktrace.WithMaxQueueSize(s.queueSize), sdktrace.WithMaxExportBatchSize(s.batch),
 		sdktrace.WithBatchTimeout(s.batchDelay), sdktrace.WithExportTimeout(s.exportTimeout))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(s.sampler),
