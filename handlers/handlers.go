@@ -70,6 +70,7 @@ type Config struct {
 	Bodies  *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
 	Shed    *guard.Shedder                  // lookups' slots, once their input is read, shared with the Redis-protocol listener
 	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
+	Trace   func(http.Handler) http.Handler // OpenTelemetry's spans and request durations (telemetry.Middleware), outermost; nil for none
 }
 
 // RequestObserver is told about every request once answered: route (a chi pattern, or
@@ -110,6 +111,9 @@ func newServer(cfg Config, svc Service) *server {
 	s.setDefaults()
 	if s.AccessLog {
 		s.Observe = s.logRequests(s.Observe)
+	}
+	if s.Trace != nil {
+		s.mux.Use(s.Trace) // outermost, as observed
 	}
 	if s.Observe != nil {
 		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
@@ -67,6 +70,11 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	before := len(c.out)
 	c.sentPiece = false
 	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
+	c.ctx = context.Background()
+	var span trace.Span
+	if s.tracer != nil {
+		c.ctx, span = s.tracer.Start(c.ctx, spanName(known, name), spanStart...)
+	}
 	switch {
 	case !known && (name == "post" || name == "host:"):
 		// HTTP sent to this port, maybe by a browser made to (cross-protocol scripting):
@@ -83,7 +91,46 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 		cmd.run(s, c, args)
 	}
 	// An answer sent in pieces is an array; any other is whole in c.out from before.
-	s.cfg.Observe(label, !c.sentPiece && len(c.out) > before && c.out[before] == '-', time.Since(start))
+	failed := !c.sentPiece && len(c.out) > before && c.out[before] == '-'
+	s.cfg.Observe(label, failed, time.Since(start))
+	if span != nil {
+		endSpan(span, label, failed)
+	}
+}
+
+// spanStart are the options of every command's span.
+var spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+	trace.WithAttributes(semconv.DBSystemNameRedis)}
+
+// spanNames are the commands' names as their spans have them, in upper case as Redis writes
+// them.
+var spanNames = func() map[string]string {
+	m := map[string]string{}
+	for name := range commands {
+		m[name] = strings.ToUpper(name)
+	}
+	return m
+}()
+
+// spanName is the name of a command's span: OTHER for one not known, whose name is the
+// client's (and may be anything).
+func spanName(known bool, name string) string {
+	if !known {
+		return "OTHER"
+	}
+	return spanNames[name]
+}
+
+// endSpan ends a command's span, which never holds an argument (keys, AUTH's token): its
+// name, and an error status when it answered an error.
+func endSpan(span trace.Span, label string, failed bool) {
+	if span.IsRecording() {
+		span.SetAttributes(semconv.DBOperationName(strings.ToUpper(label)))
+		if failed {
+			span.SetStatus(codes.Error, "")
+		}
+	}
+	span.End()
 }
 
 // printable is a client's command name as an answer may quote it: short, and no control
@@ -170,7 +217,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 			c.out = redcon.AppendError(c.out, "BUSY "+guard.TooBusy)
 			return
 		}
-		a = env.LookupHash(context.Background(), hash)
+		a = env.LookupHash(c.ctx, hash)
 		s.cfg.Shed.Release()
 		c.last = lookup{env: env, hash: hash, kind: kind, answer: a}
 	}

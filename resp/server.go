@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
@@ -68,12 +69,17 @@ type Config struct {
 	// Observe is told about every command answered: its name (from a fixed set, else
 	// "other"), whether it answered an error, and how long it took.
 	Observe func(command string, failed bool, d time.Duration)
+
+	// TracerProvider, when set, makes a server span of every command, named by the command
+	// (from the same fixed set, else OTHER), with no argument ever; nil for none.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the listener's server: Serve runs it, Shutdown stops it.
 type Server struct {
-	cfg  Config
-	keys keys
+	cfg    Config
+	keys   keys
+	tracer trace.Tracer // nil: no spans
 
 	draining atomic.Bool
 	ids      atomic.Int64
@@ -98,7 +104,11 @@ func New(cfg Config, envs ...*segments.Environment) *Server {
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, bool, time.Duration) {}
 	}
-	return &Server{cfg: cfg, keys: newKeys(envs), conns: make(map[*conn]struct{})}
+	s := &Server{cfg: cfg, keys: newKeys(envs), conns: make(map[*conn]struct{})}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer("github.com/bigseg/bigseg/resp")
+	}
+	return s
 }
 
 // Serve answers the connections of ln until Shutdown or Close (even one called before Serve
@@ -204,6 +214,7 @@ func (s *Server) Close() {
 // conn is one client connection and what it has said of itself.
 type conn struct {
 	nc      net.Conn
+	ctx     context.Context // of the command being answered: its span's, when traced
 	id      int64
 	busy    atomic.Bool
 	out     []byte         // answers not yet sent

@@ -167,6 +167,21 @@
 // singleflight group of polls, an atomic poll count, the atomic pointer to the channel that
 // says whether readers run, the draining flag, and one mutex over the subscribers' channels.
 //
+// # Traces
+//
+// With WithTracerProvider, a lookup whose caller's span is being recorded (the HTTP request's,
+// the Redis-protocol command's) is a span of its own beneath it, "lookup", with its
+// environment, its cache hit or miss and its status (a batch: its contexts, hits and worst
+// status); a caller not sampled costs nothing more than that check. A store read is a span,
+// "read", which the store clients' spans are beneath. A read shared by several lookups (one
+// miss coalesced by singleflight, or misses batched by a reader) is one span, beneath the
+// first traced lookup it serves and linked to every one, and each of them links to it, so
+// that every lookup's trace shows its read: a traced miss registers, before it waits, as
+// waiting for a read of its hash; the read takes every lookup waiting for its hashes as it
+// starts, and lookups that join it while it runs add their link to it at once. A batch's read
+// is beneath the batch. Polls are spans of their own, "poll", roots, never in a lookup's trace.
+// No span holds a key or a hash.
+//
 // # The Store contract
 //
 // A Store sees context hashes only, never keys, like the store interface of the SDKs:

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -26,6 +28,13 @@ type Answer struct {
 // LookupHash answers for the context with the given hash (Hash of its key, or a caller's
 // hash checked with ValidateHash). Before the first poll has finished it polls inline.
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
+	if e.traced(ctx) {
+		return e.tracedLookup(ctx, hash)
+	}
+	return e.lookupHash(ctx, hash)
+}
+
+func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
 	st := e.status.Load()
 	if st == nil {
 		var cancel context.CancelFunc
@@ -65,14 +74,17 @@ type miss struct {
 	done chan struct{} // closed once read and gen are set
 	read Read
 	gen  uint64 // the cache generation the read started in
+
+	caller, span trace.SpanContext // the traced lookup that asked for the read, and the read's
 }
 
 // await reads hash once for all its lookups, by a reader of Run's or, while Run keeps none,
 // alone, until it is read, ctx ends or the lookup timeout passes (a timer of its own: a context
 // with a deadline costs five allocations more).
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
+	caller := e.caller(ctx)
 	ch := e.flight.DoChan(hash, func() (any, error) {
-		m := &miss{hash: hash, done: make(chan struct{})}
+		m := &miss{hash: hash, done: make(chan struct{}), caller: caller}
 		queued, stop := e.svc.lookupTimer() // a miss no reader takes in time is given up
 		defer stop()
 		select {
@@ -89,6 +101,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	defer stop()
 	select {
 	case r := <-ch:
+		linkRead(ctx, r.Val.(*miss))
 		return r.Val.(*miss), nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
@@ -123,21 +136,33 @@ func (e *Environment) readMisses(ctx context.Context) {
 
 // readBatch reads batch on a context of its own: one caller giving up fails no one else.
 func (e *Environment) readBatch(batch []*miss) {
-	hashes := make([]string, len(batch))
+	hashes, callers := make([]string, len(batch)), make([]trace.SpanContext, len(batch))
 	for i, m := range batch {
-		hashes[i] = m.hash
+		hashes[i], callers[i] = m.hash, m.caller
 	}
 	ctx, cancel := e.svc.withTimeout(context.Background())
 	defer cancel()
+	ctx, span := e.startRead(ctx, len(hashes), callers...)
 	reads, gen := e.readStore(ctx, hashes)
+	endRead(span, reads)
 	for i, m := range batch {
 		m.read, m.gen = reads[i], gen
+		if span != nil {
+			m.span = span.SpanContext()
+		}
 		close(m.done)
 	}
 }
 
 // LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
+	if e.traced(ctx) {
+		return e.tracedBatch(ctx, hashes)
+	}
+	return e.lookupBatch(ctx, hashes)
+}
+
+func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
 	st := e.firstStatus(ctx)
@@ -157,7 +182,9 @@ func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer
 	}
 	reads, gen := failAll(len(toRead), ErrStoreUnreachable), uint64(0)
 	if !st.Unreachable {
+		ctx, span := e.startRead(ctx, len(toRead))
 		reads, gen = e.readStore(ctx, toRead)
+		endRead(span, reads)
 	}
 	for i, h := range hashes {
 		if !answers[i].Cached {

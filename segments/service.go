@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -41,6 +42,7 @@ type Service struct {
 	log                                           *slog.Logger
 	errorCode                                     func(error) string // a store error's bounded code, for logs; nil for none
 	observer                                      func(*Environment) Observer
+	tracer                                        trace.Tracer // nil: no spans
 
 	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
 	pollSeq  atomic.Uint64                 // polls begun

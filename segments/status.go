@@ -94,7 +94,9 @@ func (s *Service) pollNow(ctx context.Context) uint64 {
 	readCtx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	start := time.Now()
+	readCtx, span := s.startPoll(readCtx)
 	reads := s.read(readCtx)
+	endPoll(span, reads)
 	if ctx.Err() != nil { // Run is ending: no answer from the store, but no failure of it either
 		return seq
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/internal/config"
+	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -54,7 +55,7 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 	}
 	switch cmd {
 	case "-h", "-help", "--help", "help":
-		return config.Usage(stdout)
+		return usage(stdout)
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdout, "bigseg", version())
 		return nil
@@ -76,6 +77,14 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 		return healthcheck(ctx, args[2:], cfg, stdout, stderr)
 	}
 	return serve(ctx, signals, cfg, stderr)
+}
+
+// usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.
+func usage(w io.Writer) error {
+	if err := config.Usage(w); err != nil {
+		return err
+	}
+	return telemetry.Usage(w)
 }
 
 // cancelOnSignal ends ctx at the first signal.

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bigseg/bigseg/internal/dynamotest"
+	"github.com/bigseg/bigseg/internal/otlptest"
 	"github.com/bigseg/bigseg/internal/redistest"
 )
 
@@ -20,6 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BIGSEG_TEST_AS_SERVER") == "1" { // the real program, for tests that signal a process
 		main()
 		os.Exit(0)
+	}
+	if os.Getenv("BIGSEG_TEST_AS_OTLP_RECEIVER") == "1" { // a collector, for the OpenTelemetry tests
+		os.Exit(otlptest.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	code := dynamotest.Main(runner(func() int { return redistest.Main(m) }))
 	http.DefaultClient.CloseIdleConnections()

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bigseg/bigseg/internal/config"
+	"github.com/bigseg/bigseg/internal/telemetry"
 )
 
 // docFiles are the documents whose claims name tests: the README, every page of docs/, the
@@ -89,7 +90,7 @@ const configMarker = "<!-- The table below is `server -h`, written by TestConfig
 // -h`: every setting, its type, default and description. With -update, it writes the table.
 func TestConfigurationDocListsEverySetting(t *testing.T) {
 	var help bytes.Buffer
-	if err := config.Usage(&help); err != nil {
+	if err := usage(&help); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile("../../docs/configuration.md")
@@ -114,6 +115,9 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 	if n := strings.Count(want, "\n| `BIGSEG_"); n != len(config.Variables()) {
 		t.Errorf("the table has %d settings, the server %d", n, len(config.Variables()))
 	}
+	if n := strings.Count(want, "\n| `OTEL_"); n != len(telemetry.Variables()) {
+		t.Errorf("the table has %d OTEL_* variables, the server %d", n, len(telemetry.Variables()))
+	}
 }
 
 // helpTable is the settings table of `server -h` as Markdown. The columns of the help are
@@ -126,14 +130,14 @@ func helpTable(t *testing.T, help string) string {
 	b.WriteString("| variable | type | default | description |\n|---|---|---|---|\n")
 	for line := range strings.Lines(help) {
 		line = strings.TrimRight(line, "\n")
-		if strings.HasPrefix(line, "KEY ") {
-			header = line
+		if strings.HasPrefix(line, "KEY ") { // BIGSEG_*'s table, then OTEL_*'s
+			header, cols = line, nil
 			for _, name := range []string{"KEY", "TYPE", "DEFAULT", "DESCRIPTION"} {
 				cols = append(cols, strings.Index(header, name))
 			}
 			continue
 		}
-		if header == "" || !strings.HasPrefix(line, "BIGSEG_") {
+		if header == "" || !strings.HasPrefix(line, "BIGSEG_") && !strings.HasPrefix(line, "OTEL_") {
 			continue
 		}
 		var cells []string

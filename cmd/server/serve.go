@@ -24,6 +24,7 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
@@ -51,12 +52,13 @@ type app struct {
 	svc    *segments.Service // every environment's lookups and status
 	srv    *http.Server
 	ln     *guard.Listener
-	resp   *respListener       // the Redis-protocol listener, when configured
-	shed   *guard.Shedder      // lookups' slots, on every listener
-	sides  []*sideServer       // the metrics and profiler listeners, when configured
-	certs  *guard.Certificates // the listeners' TLS files, when configured
-	tokens *guard.Tokens       // the bearer tokens accepted, if any
-	stop   chan struct{}       // closed when the server shuts down: status streams end
+	resp   *respListener        // the Redis-protocol listener, when configured
+	shed   *guard.Shedder       // lookups' slots, on every listener
+	sides  []*sideServer        // the metrics and profiler listeners, when configured
+	certs  *guard.Certificates  // the listeners' TLS files, when configured
+	tokens *guard.Tokens        // the bearer tokens accepted, if any
+	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
+	stop   chan struct{}        // closed when the server shuts down: status streams end
 }
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
@@ -72,7 +74,10 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, e
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	m.BuildInfo(version(), runtime.Version())
-	if a.store, err = openStore(ctx, cfg, log, m); err != nil {
+	if a.tel, err = telemetry.Setup(ctx, os.Getenv, telemetry.Options{Log: log, Registry: reg, Version: version()}); err != nil {
+		return nil, err
+	}
+	if a.store, err = openStore(ctx, cfg, log, m, telemetry.ChildrenOnly(a.tel.TracerProvider)); err != nil {
 		return nil, err
 	}
 	if a.store.poolStats != nil {
@@ -138,6 +143,7 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 		segments.WithLogger(a.log),
 		segments.WithErrorCode(a.store.errorCode),
 		segments.WithObserver(func(e *segments.Environment) segments.Observer { return m.Environment(e.Name, e.CacheLen) }),
+		segments.WithTracerProvider(a.tel.TracerProvider),
 	)
 	return err
 }
@@ -205,7 +211,7 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
 		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
-		Observe: m.RESP(resp.Commands(), limited.Open),
+		Observe: m.RESP(resp.Commands(), limited.Open), TracerProvider: a.tel.TracerProvider,
 	}, a.svc.Environments()...)}
 	return nil
 }
@@ -229,6 +235,8 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		Shed:    a.shed,
 		Streams: guard.Streams(streams, handlers.Error),
 		Tokens:  a.tokens,
+
+		Trace: telemetry.Middleware(a.tel.TracerProvider, a.tel.MeterProvider, a.tel.Propagator),
 	}
 	return cfg
 }
@@ -349,6 +357,10 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 		err = fmt.Errorf("shutdown: %w", err)
 	}
 	wg.Wait()
+	// The spans and metrics of the drain, exported within what is left of the timeout.
+	if telErr := a.tel.Shutdown(ctx); telErr != nil {
+		a.log.Warn("OpenTelemetry: not everything was exported by the shutdown timeout", "err", telErr.Error())
+	}
 	for _, s := range a.sides { // the probes and metrics answer until the drain is over
 		s.srv.Close()
 	}
@@ -396,6 +408,11 @@ func (a *app) close() {
 	}
 	if a.store.close != nil {
 		a.store.close()
+	}
+	if a.tel != nil { // already shut down by run, if it ran: then this returns at once
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+		defer cancel()
+		_ = a.tel.Shutdown(ctx)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
@@ -50,14 +52,15 @@ func (o openedStore) respPrefix(i int) string {
 
 // openStore opens the configured stores; m gets the metrics of the store's client (DynamoDB's
 // requests).
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (openedStore, error) {
+// Their clients trace their calls with tp, if set.
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	envs, err := cfg.Served()
 	if err != nil {
 		return openedStore{}, err
 	}
 	switch {
 	case cfg.HasDynamoDB():
-		return openDynamoDBStore(ctx, cfg, envs, log, m)
+		return openDynamoDBStore(ctx, cfg, envs, log, m, tp)
 	case !cfg.HasRedis():
 		return openMemoryStore(cfg, envs, log)
 	}
@@ -65,6 +68,7 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, m *metr
 	if err != nil {
 		return openedStore{}, err
 	}
+	opts.TracerProvider = tp
 	client, err := redis.NewClient(opts)
 	if err != nil {
 		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", err)
@@ -105,9 +109,9 @@ var _ dynamodb.Observer = (*metrics.DynamoDB)(nil)
 // openDynamoDBStore opens the stores of the environments in the table of
 // BIGSEG_DYNAMODB_TABLE, on one client configured by the AWS SDK's own settings, whose
 // requests m counts.
-func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []segments.Environment, log *slog.Logger, m *metrics.Metrics) (openedStore, error) {
+func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []segments.Environment, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	obs := m.DynamoDB(dynamodb.Operations(), dynamodb.ErrorCodes())
-	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs})
+	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs, TracerProvider: tp})
 	if err != nil {
 		return openedStore{}, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %w", err)
 	}

@@ -40,6 +40,16 @@ var breakages = []struct {
 		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "BIGSEG_REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "password"}}})
 	}},
+	{"the collector's headers in clear", "secrets", []string{"otel"}, func(r *release) {
+		for i, e := range r.container().Env {
+			if e.Name == otelHeaders {
+				r.container().Env[i] = corev1.EnvVar{Name: otelHeaders, Value: "authorization=Bearer%20hunter2"}
+			}
+		}
+	}},
+	{"the collector's headers in the ConfigMap", "secrets", []string{"otel"}, func(r *release) {
+		r.settings.Data[otelHeaders] = "authorization=Bearer%20hunter2"
+	}},
 	{"a password in the URL", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_URL"] = "rediss://bigseg:hunter2@redis:6380" }},
 	{"a file outside the mounts", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_TLS_CA_FILE"] = "/etc/bigseg/nowhere/ca.crt" }},
 	{"subPath mount", "secrets", nil, func(r *release) { r.container().VolumeMounts[0].SubPath = "tls.crt" }},
@@ -63,6 +73,9 @@ var breakages = []struct {
 	{"PDB blocks drains", "pdb", nil, func(r *release) { r.pdb.Spec.MaxUnavailable = ptr(intstr.FromInt32(0)) }},
 	{"metrics port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:1] }},
 	{"RESP port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:2] }},
+	{"egress without the collector's port", "networkPolicy", []string{"otel"}, func(r *release) {
+		r.networkPolicy.Spec.Egress = r.networkPolicy.Spec.Egress[:len(r.networkPolicy.Spec.Egress)-1]
+	}},
 	{"egress without DNS", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Egress = r.networkPolicy.Spec.Egress[1:] }},
 	{"scrapes the API port", "serviceMonitor", nil, func(r *release) { r.serviceMonitor.Spec.Endpoints[0].Port = "http" }},
 	{"another job label", "serviceMonitor", nil, func(r *release) {

@@ -183,12 +183,16 @@ func checkSettingNames(r *release, f *facts) []string {
 				p = append(p, fmt.Sprintf("%s: `server -h` does not list it", name))
 			}
 		case name == "GOMEMLIMIT" || name == "GOMAXPROCS":
+		case otelVariables[name]:
+			if _, ok := r.env()["OTEL_EXPORTER_OTLP_ENDPOINT"]; !ok {
+				p = append(p, fmt.Sprintf("%s: set without OTEL_EXPORTER_OTLP_ENDPOINT", name))
+			}
 		case name == "AWS_REGION" || name == "AWS_ENDPOINT_URL_DYNAMODB":
 			if _, ok := r.env()["BIGSEG_DYNAMODB_TABLE"]; !ok {
 				p = append(p, fmt.Sprintf("%s: set without BIGSEG_DYNAMODB_TABLE", name))
 			}
 		default:
-			p = append(p, fmt.Sprintf("%s: neither a BIGSEG_ setting, the Go runtime's nor the AWS SDK's", name))
+			p = append(p, fmt.Sprintf("%s: neither a BIGSEG_ setting, the Go runtime's, the AWS SDK's nor OpenTelemetry's", name))
 		}
 	}
 	seen := map[string]bool{}
@@ -200,6 +204,14 @@ func checkSettingNames(r *release, f *facts) []string {
 	}
 	return p
 }
+
+// otelHeaders is the one variable that comes from a Secret through the environment: the
+// OpenTelemetry SDK reads its OTLP headers (the collector's credentials) nowhere else.
+const otelHeaders = "OTEL_EXPORTER_OTLP_HEADERS"
+
+// otelVariables are the OpenTelemetry SDK's variables the chart sets (otel values).
+var otelVariables = map[string]bool{"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_PROTOCOL": true,
+	otelHeaders: true, "OTEL_METRICS_EXPORTER": true}
 
 // clearSecrets are settings that would hold a secret in the environment; the chart must
 // never set them (their *_FILE twins instead).
@@ -219,9 +231,16 @@ func checkSecrets(r *release, _ *facts) []string {
 		}
 	}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+		switch {
+		case e.Name == otelHeaders && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil):
+			p = append(p, fmt.Sprintf("%s is not from a Secret: the collector's credentials in clear", e.Name))
+		case e.Name == otelHeaders: // the SDK reads its headers from the environment only: no file to mount
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			p = append(p, fmt.Sprintf("%s comes from Secret %s: secrets are mounted as files, never put in the environment", e.Name, e.ValueFrom.SecretKeyRef.Name))
 		}
+	}
+	if _, ok := r.settings.Data[otelHeaders]; ok {
+		p = append(p, fmt.Sprintf("%s is set in ConfigMap %s: the collector's credentials in clear", otelHeaders, r.settings.Name))
 	}
 	for _, ef := range c.EnvFrom {
 		if ef.SecretRef != nil {

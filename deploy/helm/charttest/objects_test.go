@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -234,6 +235,9 @@ func checkNetworkPolicy(r *release, _ *facts) []string {
 		if _, ok := r.env()["BIGSEG_DYNAMODB_TABLE"]; ok && !egressAllows(np, 443) {
 			p = append(p, "egress is restricted without allowing HTTPS (port 443): DynamoDB would be unreachable")
 		}
+		if port, ok := otelPort(r.env()["OTEL_EXPORTER_OTLP_ENDPOINT"].value); ok && !egressAllows(np, port) {
+			p = append(p, fmt.Sprintf("egress is restricted without allowing the OpenTelemetry collector's port %d", port))
+		}
 	}
 	return p
 }
@@ -379,4 +383,19 @@ func deref[T any](v *T) T {
 // quantityMiB is floor(bytes * pct / 100) in MiB, as GOMEMLIMIT should be.
 func quantityMiB(bytes int64, pct float64) int64 {
 	return int64(math.Floor(float64(bytes) * pct / 100 / (1 << 20)))
+}
+
+// otelPort is the port of an OTLP endpoint URL: its own, else its scheme's; false for none.
+func otelPort(endpoint string) (int, bool) {
+	u, err := url.Parse(endpoint)
+	if endpoint == "" || err != nil {
+		return 0, false
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p, true
+	}
+	if u.Scheme == "https" {
+		return 443, true
+	}
+	return 80, true
 }

@@ -370,6 +370,21 @@ the value at fault.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- with .Values.otel }}
+{{- if .endpoint }}
+{{- if not (regexMatch "^https?://[^/?#@]+(/[^?#]*)?$" .endpoint) }}
+{{- fail (printf "otel.endpoint: %q is not an http:// or https:// URL (without credentials: use otel.headersSecret)" .endpoint) }}
+{{- end }}
+{{- else if or .protocol .headersSecret.name .metrics .egressTo }}
+{{- fail "otel.protocol, otel.headersSecret, otel.metrics and otel.egressTo: only with otel.endpoint" }}
+{{- end }}
+{{- if not (has .protocol (list "" "grpc" "http/protobuf")) }}
+{{- fail (printf "otel.protocol: grpc or http/protobuf, not %q" .protocol) }}
+{{- end }}
+{{- if and .headersSecret.name (not .headersSecret.key) }}
+{{- fail "otel.headersSecret.key: required with otel.headersSecret.name" }}
+{{- end }}
+{{- end }}
 {{- with .Values.tls }}
 {{- if and .enabled (not .secretName) }}
 {{- fail "tls.secretName: required with tls.enabled (a kubernetes.io/tls Secret)" }}
@@ -401,4 +416,11 @@ the value at fault.
 {{- fail "autoscaling.minReplicas: more than autoscaling.maxReplicas" }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The OpenTelemetry collector's port: otel.endpoint's, else its scheme's (443, 80). */}}
+{{- define "bigseg.otelPort" -}}
+{{- $u := urlParse .Values.otel.endpoint }}
+{{- $port := regexFind ":[0-9]+$" $u.host | trimPrefix ":" }}
+{{- if $port }}{{ $port }}{{ else if eq $u.scheme "https" }}443{{ else }}80{{ end }}
 {{- end }}

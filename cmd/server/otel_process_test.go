@@ -1,0 +1,458 @@
+package main
+
+// The OpenTelemetry tests: the real program as a process, exporting to an OTLP receiver
+// (internal/otlptest) that is a process of its own, configured by nothing but the standard
+// OTEL_* variables.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/bigseg/bigseg/internal/otlptest"
+	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/segments"
+)
+
+// otelShutdownTimeout is BIGSEG_SHUTDOWN_TIMEOUT in these tests, and otelExitBound the bound
+// the process must exit within after SIGTERM: the timeout (within which the exporters flush),
+// plus a generous slack for a loaded machine and the race detector.
+const (
+	otelShutdownTimeout = 3 * time.Second
+	otelExitBound       = otelShutdownTimeout + 20*time.Second
+)
+
+// TestOTelHTTPLookup: a lookup over HTTP is a server span named by its chi route, continuing
+// the caller's traceparent (same trace, the caller's span its parent; tracestate and baggage
+// accepted), with a lookup span beneath it (environment, cache hit, status) and the store read
+// as a client span beneath or linked to that; a cached answer reads nothing; every route is
+// named by its pattern; the status poll's reads are root spans; the resource carries
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; exports arrive over the protocol asked for,
+// with OTEL_EXPORTER_OTLP_HEADERS; and no key, token or password is anywhere in them.
+func TestOTelHTTPLookup(t *testing.T) {
+	for _, protocol := range otelProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			recv := startReceiver(t)
+			_, redisURL := otelRedis(t, 4)
+			p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, protocol), protocol)))
+			client := &http.Client{Timeout: 10 * time.Second}
+			defer client.CloseIdleConnections()
+
+			type call struct{ path, route, traceID, parentID string }
+			var calls []call
+			for _, c := range []struct{ path, route string }{
+				{keyPath(otelKey(0)), "/memberships/{contextKey}"},
+				{keyPath(otelKey(0)), "/memberships/{contextKey}"}, // answered from the cache
+				{"/environments/default" + keyPath(otelKey(1)), "/environments/{env}/memberships/{contextKey}"},
+				{"/memberships?contextHash=" + segments.Hash(otelKey(2)), "/memberships"},
+			} {
+				tp, traceID, parentID := traceparent(true)
+				code, body := otelGet(t, client, p.URL, c.path, "traceparent", tp, "tracestate", otelTracestate, "baggage", otelBaggage)
+				if code != 200 || !strings.Contains(body, "seg-otel.g1") {
+					t.Fatalf("GET %s: %d %s", c.path, code, body)
+				}
+				calls = append(calls, call{c.path, c.route, traceID, parentID})
+			}
+			waitReceived(t, recv, "a server span and a lookup span in every caller's trace", func() bool {
+				for _, c := range calls {
+					tr := spanSet(recv.Spans()).inTrace(c.traceID)
+					if len(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)) == 0 || len(tr.lookups()) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			spans := spanSet(recv.Spans())
+			for i, c := range calls {
+				checkHTTPTrace(t, spans, c.path, c.route, c.traceID, c.parentID, i == 1)
+			}
+			waitReceived(t, recv, "the status poll's reads, in traces of their own", func() bool {
+				return len(spanSet(recv.Spans()).polls()) > 0
+			})
+			checkResource(t, spanSet(recv.Spans()))
+			checkExportsCame(t, recv, protocol)
+			checkNothingLeaked(t, recv, otelKeyMark, otelKey(0), otelKey(1), otelKey(2), otelToken, otelRedisPass, otelCollectorID)
+		})
+	}
+}
+
+// checkHTTPTrace checks the trace of one GET: its server span, and the lookup and read
+// beneath it.
+func checkHTTPTrace(t *testing.T, spans spanSet, path, route, traceID, parentID string, cached bool) {
+	t.Helper()
+	trace := spans.inTrace(traceID)
+	servers := trace.ofKind(tracepb.Span_SPAN_KIND_SERVER)
+	if len(servers) != 1 {
+		t.Errorf("GET %s: %d server spans in the caller's trace, want 1:\n%s", path, len(servers), trace.names())
+		return
+	}
+	srv := servers[0]
+	if got := otlptest.ID(srv.ParentSpanId); got != parentID {
+		t.Errorf("GET %s: the server span's parent is %q, want the caller's span %s", path, got, parentID)
+	}
+	if want := "GET " + route; srv.Name != want {
+		t.Errorf("GET %s: the server span is named %q, want %q", path, srv.Name, want)
+	}
+	if got := otlptest.AttrString(srv.Attributes, otelRouteAttr); got != route {
+		t.Errorf("GET %s: %s=%q, want the pattern %q", path, otelRouteAttr, got, route)
+	}
+	if got := otlptest.AttrString(srv.Attributes, otelURLPathAttr); strings.Contains(got, otelKeyMark) || strings.Contains(got, "contextHash=") {
+		t.Errorf("GET %s: %s=%q is not redacted", path, otelURLPathAttr, got)
+	}
+	if got := otlptest.AttrString(srv.Attributes, "http.response.status_code"); got != "200" {
+		t.Errorf("GET %s: http.response.status_code=%q, want 200", path, got)
+	}
+	lookups := trace.lookups().where(func(sp otlptest.Span) bool { return trace.beneath(sp, srv) })
+	if len(lookups) != 1 {
+		t.Errorf("GET %s: %d lookup spans beneath the server span, want 1:\n%s", path, len(lookups), trace.names())
+		return
+	}
+	l := lookupOf(lookups[0])
+	if l.env != "default" || l.cacheHit != map[bool]string{true: "true", false: "false"}[cached] || l.status != string(segments.Healthy) {
+		t.Errorf("GET %s: the lookup span says environment %q, cache hit %q, status %q; want default, %v, %s",
+			path, l.env, l.cacheHit, l.status, cached, segments.Healthy)
+	}
+	reads := spans.readsOf(lookups[0])
+	switch {
+	case cached && len(reads) > 0:
+		t.Errorf("GET %s: answered from the cache, yet %d store reads:\n%s", path, len(reads), reads.names())
+	case !cached && len(reads) == 0:
+		t.Errorf("GET %s: no store read (a client span beneath the lookup or linked to it):\n%s", path, trace.names())
+	}
+}
+
+// checkResource: every span's resource carries the service name and attributes of
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+func checkResource(t *testing.T, spans spanSet) {
+	t.Helper()
+	for _, sp := range spans {
+		attrs := sp.Resource.GetAttributes()
+		if got := otlptest.AttrString(attrs, "service.name"); got != otelServiceName {
+			t.Errorf("span %q: service.name=%q, want OTEL_SERVICE_NAME's %q", sp.Name, got, otelServiceName)
+			return
+		}
+		for pair := range strings.SplitSeq(otelResource, ",") {
+			k, v, _ := strings.Cut(pair, "=")
+			if got := otlptest.AttrString(attrs, k); got != v {
+				t.Errorf("span %q: resource %s=%q, want OTEL_RESOURCE_ATTRIBUTES's %q", sp.Name, k, got, v)
+				return
+			}
+		}
+	}
+}
+
+// checkExportsCame: every export came over the listener of protocol, with the header of
+// OTEL_EXPORTER_OTLP_HEADERS.
+func checkExportsCame(t *testing.T, recv *otlptest.Process, protocol string) {
+	t.Helper()
+	want := map[string]string{"grpc": "grpc", "http/protobuf": "http"}[protocol]
+	for _, rec := range recv.Exports("") {
+		if rec.Listener != want {
+			t.Errorf("a %s export came over %s, want %s", rec.Signal, rec.Listener, want)
+		}
+		if got := rec.Headers["authorization"]; len(got) != 1 || got[0] != "Bearer "+otelCollectorID {
+			t.Errorf("a %s export's authorization header is %q, want OTEL_EXPORTER_OTLP_HEADERS's", rec.Signal, got)
+		}
+		if protocol == "http/protobuf" && !strings.HasPrefix(strings.Join(rec.Headers["content-type"], ""), "application/x-protobuf") {
+			t.Errorf("a %s export over http/protobuf has Content-Type %q", rec.Signal, rec.Headers["content-type"])
+		}
+	}
+}
+
+// TestOTelRESPLookup: each command on the Redis-protocol listener is a server span named by the
+// command alone (never its key), and a membership read has a lookup span beneath it; the AUTH
+// token is nowhere in what is exported.
+func TestOTelRESPLookup(t *testing.T) {
+	for _, protocol := range otelProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			recv := startReceiver(t)
+			_, redisURL := otelRedis(t, 2)
+			p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, protocol), protocol)))
+			rc := respClient(t, respAddr(t, p.logs), goredis.Options{Password: otelToken, Protocol: 2})
+			ctx := context.Background()
+			k := respKeys{prefix: "launchdarkly"}
+			if got, err := rc.SMembers(ctx, k.include(otelKey(0))).Result(); err != nil || len(got) != 1 || got[0] != "seg-otel.g1" {
+				t.Fatalf("SMEMBERS: %v, %v", got, err)
+			}
+			if _, err := rc.Get(ctx, k.synchronizedOn()).Result(); err != nil {
+				t.Fatalf("GET: %v", err)
+			}
+			commandSpan := func(cmd string) spanSet {
+				return spanSet(recv.Spans()).ofKind(tracepb.Span_SPAN_KIND_SERVER).where(func(sp otlptest.Span) bool {
+					return otlptest.AttrString(sp.Attributes, otelRouteAttr) == "" && strings.Contains(strings.ToUpper(sp.Name), cmd)
+				})
+			}
+			waitReceived(t, recv, "server spans of SMEMBERS and GET", func() bool {
+				return len(commandSpan("SMEMBERS")) > 0 && len(commandSpan("GET")) > 0
+			})
+			spans := spanSet(recv.Spans())
+			for _, sp := range spans.ofKind(tracepb.Span_SPAN_KIND_SERVER) {
+				if strings.Contains(sp.Name, ":") || strings.Contains(sp.Name, "launchdarkly") || strings.Contains(sp.Name, segments.Hash(otelKey(0))) {
+					t.Errorf("server span %q names a key", sp.Name)
+				}
+			}
+			smembers := commandSpan("SMEMBERS")[0]
+			lookups := spans.lookups().where(func(sp otlptest.Span) bool { return spans.beneath(sp, smembers) })
+			if len(lookups) != 1 {
+				t.Fatalf("%d lookup spans beneath SMEMBERS's server span %q, want 1:\n%s", len(lookups), smembers.Name, spans.inTrace(otlptest.ID(smembers.TraceId)).names())
+			}
+			if l := lookupOf(lookups[0]); l.env != "default" || l.cacheHit != "false" || l.status != string(segments.Healthy) {
+				t.Errorf("SMEMBERS's lookup span: environment %q, cache hit %q, status %q", l.env, l.cacheHit, l.status)
+			}
+			if len(spans.readsOf(lookups[0])) == 0 {
+				t.Errorf("SMEMBERS's lookup: no store read:\n%s", spans.inTrace(otlptest.ID(smembers.TraceId)).names())
+			}
+			checkNothingLeaked(t, recv, otelKeyMark, otelKey(0), otelToken, otelRedisPass, otelCollectorID)
+		})
+	}
+}
+
+// TestOTelSampler: with OTEL_TRACES_SAMPLER=parentbased_traceidratio and an _ARG of 0, nothing
+// is exported but the traces whose caller sampled them: neither requests without a
+// traceparent, nor those whose traceparent is not sampled, nor the status poll's reads.
+func TestOTelSampler(t *testing.T) {
+	recv := startReceiver(t)
+	_, redisURL := otelRedis(t, 8)
+	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "http/protobuf"), "http/protobuf",
+		"OTEL_TRACES_SAMPLER", "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG", "0",
+		"BIGSEG_SHUTDOWN_TIMEOUT", otelShutdownTimeout.String())))
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	for i := range 3 {
+		if code, body := otelGet(t, client, p.URL, keyPath(otelKey(i))); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		tp, _, _ := traceparent(false)
+		if code, body := otelGet(t, client, p.URL, keyPath(otelKey(3+i)), "traceparent", tp); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	tp, traceID, parentID := traceparent(true)
+	if code, body := otelGet(t, client, p.URL, keyPath(otelKey(7)), "traceparent", tp); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	waitReceived(t, recv, "the sampled caller's server span", func() bool {
+		return len(spanSet(recv.Spans()).inTrace(traceID).ofKind(tracepb.Span_SPAN_KIND_SERVER)) > 0
+	})
+	p.signal(t, syscall.SIGTERM) // everything ended before is flushed now
+	if err := p.wait(t, otelExitBound); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	spans := spanSet(recv.Spans())
+	if other := spans.where(func(sp otlptest.Span) bool { return otlptest.ID(sp.TraceId) != traceID }); len(other) > 0 {
+		t.Errorf("%d spans exported outside the one sampled trace:\n%s", len(other), other.names())
+	}
+	if srv := spans.inTrace(traceID).ofKind(tracepb.Span_SPAN_KIND_SERVER); otlptest.ID(srv[0].ParentSpanId) != parentID {
+		t.Errorf("the sampled trace's server span has parent %s, want %s", otlptest.ID(srv[0].ParentSpanId), parentID)
+	}
+}
+
+// TestOTelBatchAndCoalescedReads: a batch is one lookup span with its one store read beneath
+// it, and a store read that serves several separate lookups is one span linked to each: the
+// read of misses that arrived together from separate requests (one read slot, Redis held up briefly meanwhile, in rounds
+// until a read served several).
+func TestOTelBatchAndCoalescedReads(t *testing.T) {
+	recv := startReceiver(t)
+	const n = 200
+	rs, redisURL := otelRedis(t, n)
+	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "grpc"), "grpc",
+		"BIGSEG_STORE_READS_IN_FLIGHT", "1", "BIGSEG_LOOKUP_TIMEOUT", "10s",
+		"BIGSEG_REDIS_READ_TIMEOUT", "10s", "BIGSEG_REDIS_WRITE_TIMEOUT", "10s")))
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+
+	tp, traceID, _ := traceparent(true)
+	keys := []string{otelKey(0), otelKey(1), otelKey(2)}
+	body, _ := json.Marshal(map[string][]string{"contextKeys": keys})
+	if code, answer := otelDo(t, client, http.MethodPost, p.URL+"/memberships", string(body), "traceparent", tp); code != 200 {
+		t.Fatalf("batch: %d %s", code, answer)
+	}
+	waitReceived(t, recv, "the batch's server span, its lookups and a read of them", func() bool {
+		spans := spanSet(recv.Spans())
+		tr := spans.inTrace(traceID)
+		return len(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)) > 0 && len(tr.lookups()) > 0 && len(spans.readsOf(tr.lookups()[0])) > 0
+	})
+	spans := spanSet(recv.Spans())
+	tr := spans.inTrace(traceID)
+	if srv := tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)[0]; srv.Name != "POST /memberships" || otlptest.AttrString(srv.Attributes, otelRouteAttr) != "/memberships" {
+		t.Errorf("the batch's server span: %q, route %q", srv.Name, otlptest.AttrString(srv.Attributes, otelRouteAttr))
+	}
+	// A batch is one lookup span, of its contexts, with its one store read beneath it.
+	lookups := tr.lookups()
+	if len(lookups) != 1 {
+		t.Fatalf("the batch of %d contexts has %d lookup spans, want one:\n%s", len(keys), len(lookups), tr.names())
+	}
+	if got := otlptest.AttrString(lookups[0].Attributes, "bigseg.lookup.contexts"); got != strconv.Itoa(len(keys)) {
+		t.Errorf("the batch's lookup span is of %q contexts, want %d", got, len(keys))
+	}
+	if reads := spans.readsOf(lookups[0]); len(reads) != 1 {
+		t.Errorf("the batch's lookup has %d store reads beneath it, want 1:\n%s", len(reads), tr.names())
+	}
+
+	next := len(keys)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for round := 1; ; round++ {
+		if ctx.Err() != nil {
+			t.Fatalf("after %d rounds, no store read served several separate lookups:\n%s", round, spanSet(recv.Spans()).names())
+		}
+		if next+20 > n {
+			t.Fatalf("ran out of uncached contexts after %d rounds", round)
+		}
+		coalescedRound(t, client, p.URL, rs, next, 20)
+		next += 20
+		var coalesced spanSet
+		recv.Wait(ctx, func() bool { // the round's spans, exported within a few batches
+			coalesced = spanSet(recv.Spans()).where(func(sp otlptest.Span) bool {
+				return len(sp.Links) >= 2 && otlptest.ID(sp.TraceId) != traceID
+			})
+			return len(coalesced) > 0 || len(spanSet(recv.Spans()).lookups()) >= next
+		})
+		if len(coalesced) > 0 {
+			all := spanSet(recv.Spans())
+			var linked spanSet
+			for _, l := range coalesced[0].Links {
+				if sp, ok := all.byID(l.SpanId); ok && lookupOf(sp).ok {
+					linked = append(linked, sp)
+				}
+			}
+			if len(linked) != len(coalesced[0].Links) {
+				t.Errorf("a read of %d lookups links to %d lookup spans received, want each:\n%s", len(coalesced[0].Links), len(linked), all.names())
+			}
+			checkOneReadLinkedToEach(t, all, linked, "separate requests'")
+			return
+		}
+	}
+}
+
+// coalescedRound holds Redis up (SIGSTOP) until count lookups of uncached contexts, from
+// from on, have all been sent, then lets it go on: with one read slot, the lookups that
+// reach bigseg while the first is read are read together.
+func coalescedRound(t *testing.T, client *http.Client, base string, rs *redistest.Server, from, count int) {
+	t.Helper()
+	rs.Freeze()
+	var sent sync.WaitGroup
+	sent.Add(count)
+	codes := make(chan int, count)
+	for i := range count {
+		go func() {
+			var once sync.Once
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(sent.Done) }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, base+keyPath(otelKey(from+i)), nil)
+			tp, _, _ := traceparent(true)
+			req.Header.Set("Authorization", "Bearer "+otelToken)
+			req.Header.Set("traceparent", tp)
+			resp, err := client.Do(req)
+			once.Do(sent.Done)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	sent.Wait()
+	rs.Thaw()
+	for range count {
+		if code := <-codes; code != 200 {
+			t.Errorf("a lookup answered %d", code)
+		}
+	}
+}
+
+// checkOneReadLinkedToEach: one span of a store read (the read's own, or its client span) is
+// linked to every one of lookups.
+func checkOneReadLinkedToEach(t *testing.T, spans spanSet, lookups spanSet, what string) {
+	t.Helper()
+	if len(lookups) < 2 {
+		return
+	}
+	reads := spans.where(func(sp otlptest.Span) bool {
+		for _, l := range lookups {
+			if !linksTo(sp, l) {
+				return false
+			}
+		}
+		return true
+	})
+	if len(reads) != 1 {
+		var all spanSet
+		for _, l := range lookups {
+			all = append(all, spans.readsOf(l)...)
+		}
+		t.Errorf("%s %d lookups: %d reads linked to every one of them, want 1; the reads of each:\n%s", what, len(lookups), len(reads), all.names())
+	}
+}
+
+// TestOTelNothingDialled: without an exporter or an endpoint (only a service name, say), with
+// OTEL_SDK_DISABLED=true, and with both exporters "none", bigseg connects to no collector: not
+// to the default endpoints (localhost:4317 and 4318), nor to one configured.
+func TestOTelNothingDialled(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		defaults bool // the receiver on the default ports, and no endpoint given
+		env      func(endpoint string) map[string]string
+	}{
+		{"nothing set", true, func(string) map[string]string { return map[string]string{"OTEL_SERVICE_NAME": otelServiceName} }},
+		{"SDK disabled", false, func(ep string) map[string]string {
+			return otelVars(ep, "http/protobuf", "OTEL_SDK_DISABLED", "true")
+		}},
+		{"exporters none", false, func(ep string) map[string]string {
+			return otelVars(ep, "http/protobuf", "OTEL_TRACES_EXPORTER", "none", "OTEL_METRICS_EXPORTER", "none")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var recv *otlptest.Process
+			if tc.defaults {
+				recv = defaultPortsReceiver(t)
+			} else {
+				recv = startReceiver(t)
+			}
+			_, redisURL := otelRedis(t, 2)
+			env := otelServerEnv(redisURL, tc.env(otelEndpoint(recv, "http/protobuf")))
+			env["BIGSEG_SHUTDOWN_TIMEOUT"] = otelShutdownTimeout.String()
+			p := startProcess(t, env)
+			client := &http.Client{Timeout: 10 * time.Second}
+			defer client.CloseIdleConnections()
+			for i := range 2 {
+				tp, _, _ := traceparent(true)
+				if code, body := otelGet(t, client, p.URL, keyPath(otelKey(i)), "traceparent", tp); code != 200 {
+					t.Fatalf("%d %s", code, body)
+				}
+			}
+			p.signal(t, syscall.SIGTERM) // a shutdown flushes: whatever was to be sent is sent by its end
+			if err := p.wait(t, otelExitBound); err != nil {
+				t.Fatalf("exit: %v", err)
+			}
+			if n := recv.Connections(""); n > 0 {
+				t.Errorf("the collector was dialled %d times", n)
+			}
+		})
+	}
+}
+
+// defaultPortsReceiver is a receiver on OpenTelemetry's default ports (4317, 4318) on the
+// loopback; the test is skipped if another process holds them.
+func defaultPortsReceiver(t *testing.T) *otlptest.Process {
+	t.Helper()
+	r, err := func() (*otlptest.Process, error) {
+		cmd := execReceiver("-grpc", "127.0.0.1:4317", "-http", "127.0.0.1:4318")
+		return otlptest.StartProcess(cmd)
+	}()
+	if err != nil {
+		t.Skipf("the default OTLP ports are taken: %v", err)
+	}
+	t.Cleanup(func() { r.Stop() })
+	return r
+}

@@ -1,0 +1,229 @@
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/semconv/v1.40.0/httpconv"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentation names the tracer and meter of the API.
+const instrumentation = "github.com/bigseg/bigseg/handlers"
+
+// tracing is the OpenTelemetry instrumentation of the API: a server span for every request,
+// continuing the caller's trace, named by method and chi route pattern once routed, and
+// http.server.request.duration. Neither ever holds a path, a query or a header of the
+// request: paths hold context keys, queries hashes.
+type tracing struct {
+	tracer   trace.Tracer // nil: no spans
+	prop     propagation.TextMapPropagator
+	duration httpconv.ServerRequestDuration
+	measured bool // duration is recorded
+	start    []trace.SpanStartOption
+}
+
+// requestDurationBuckets are the boundaries the semantic conventions advise, in seconds.
+var requestDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+// Middleware is the API's instrumentation, to install on its chi router (handlers.Config.Trace):
+// spans from tp, request durations from mp, the callers' trace context read by prop (W3C
+// traceparent, tracestate and baggage when nil). Nil when tp and mp both are: a request then
+// runs no code of OpenTelemetry's at all.
+func Middleware(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) func(http.Handler) http.Handler {
+	if tp == nil && mp == nil {
+		return nil
+	}
+	t := &tracing{prop: prop, start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}}
+	if t.prop == nil {
+		t.prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	if tp != nil {
+		t.tracer = tp.Tracer(instrumentation)
+	}
+	if mp != nil {
+		var err error
+		t.duration, err = httpconv.NewServerRequestDuration(mp.Meter(instrumentation),
+			metric.WithExplicitBucketBoundaries(requestDurationBuckets...))
+		t.measured = err == nil
+	}
+	return t.middleware
+}
+
+func (t *tracing) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx := r.Context()
+		var span trace.Span
+		if t.tracer != nil {
+			// The sampler decides first, on no more than the method; a request not sampled
+			// costs the extraction and this Start, nothing else.
+			ctx = t.prop.Extract(ctx, headerCarrier(r.Header))
+			ctx, span = t.tracer.Start(ctx, spanMethod(r.Method), t.start...)
+		}
+		recording := span != nil && span.IsRecording()
+		if !recording && !t.measured {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if recording {
+			r = r.WithContext(ctx)
+		}
+		rctx := chi.RouteContext(r.Context())
+		rec := recorders.Get().(*statusRecorder)
+		rec.ResponseWriter, rec.code = w, 0
+		defer func() {
+			code := rec.code
+			rec.ResponseWriter = nil
+			recorders.Put(rec)
+			if code == 0 {
+				code = http.StatusOK
+			}
+			route := ""
+			if rctx != nil {
+				route = rctx.RoutePattern()
+			}
+			attrs := t.attributes(r, route, code)
+			if recording {
+				t.end(span, r.Method, route, code, attrs)
+			}
+			if t.measured {
+				t.duration.Record(ctx, time.Since(start).Seconds(), httpconv.RequestMethodAttr(semconvMethod(r.Method)), scheme(r), attrs[2:]...)
+			}
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// attributes are the request's attributes: method and scheme first, then those of the
+// metric too. The path is the route pattern, never the path requested (which holds a context
+// key); a request of no route has neither.
+func (t *tracing) attributes(r *http.Request, route string, code int) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(semconvMethod(r.Method)), semconv.URLScheme(scheme(r)),
+		semconv.HTTPResponseStatusCode(code), semconv.NetworkProtocolVersion(protocolVersion(r)))
+	if route != "" {
+		attrs = append(attrs, semconv.HTTPRoute(route))
+	}
+	if code >= 500 {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(code)))
+	}
+	return attrs
+}
+
+// end names the span by method and route, gives it its attributes, and ends it: a 5xx is
+// an error of the server's, a 4xx the client's (unset status), as the conventions say.
+func (t *tracing) end(span trace.Span, method, route string, code int, attrs []attribute.KeyValue) {
+	if route != "" {
+		span.SetName(spanMethod(method) + " " + route)
+		attrs = append(attrs, semconv.URLPath(route))
+	}
+	span.SetAttributes(attrs...)
+	if code >= 500 {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
+}
+
+// semconvMethod is a standard method, or _OTHER, as the conventions want it: made-up methods
+// never become attributes.
+func semconvMethod(m string) string {
+	if !standardMethod(m) {
+		return "_OTHER"
+	}
+	return m
+}
+
+// spanMethod is the method as a span's name begins with it: HTTP for one not standard.
+func spanMethod(m string) string {
+	if !standardMethod(m) {
+		return "HTTP"
+	}
+	return m
+}
+
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// statusRecorder remembers the status code a handler wrote; pooled, one a request recorded.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
+
+func scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+func protocolVersion(r *http.Request) string {
+	if r.ProtoMajor == 1 && r.ProtoMinor == 0 {
+		return "1.0"
+	}
+	return "1.1" // bigseg serves HTTP/1.1 alone
+}
+
+// headerCarrier is propagation.HeaderCarrier without its allocations: the propagators ask for
+// their headers in lower case, which http.Header would canonicalize anew at every request.
+type headerCarrier http.Header
+
+var _ propagation.ValuesGetter = headerCarrier{}
+
+// Values are the values of the header key (several baggage headers make one baggage).
+func (h headerCarrier) Values(key string) []string {
+	switch key {
+	case "traceparent":
+		return h["Traceparent"]
+	case "tracestate":
+		return h["Tracestate"]
+	case "baggage":
+		return h["Baggage"]
+	}
+	return http.Header(h).Values(key)
+}
+
+func (h headerCarrier) Get(key string) string {
+	if vs := h.Values(key); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+func (h headerCarrier) Set(key, value string) { http.Header(h).Set(key, value) }
+
+func (h headerCarrier) Keys() []string { return propagation.HeaderCarrier(h).Keys() }
