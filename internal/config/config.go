@@ -93,7 +93,7 @@ type Config struct {
 	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" desc:"how long a client may take to send a whole request"`
 	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
 	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" desc:"how long an idle keep-alive connection stays open"`
-	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" desc:"largest request header accepted (431 beyond)"`
+	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" desc:"largest request header accepted (431 beyond it and the 4096 bytes of slack Go's server adds)"`
 	RESPAddr                   string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md); unset means off"`
 	RESPTLS                    bool          `envconfig:"RESP_TLS" desc:"serve RESP_ADDR with the TLS settings of ADDR (rediss://; client certificates included); else plain"`
 	RESPMaxConns               int           `envconfig:"RESP_MAX_CONNS" desc:"most Redis-protocol connections open at once; at the limit an idle one is closed to make room"`

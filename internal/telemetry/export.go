@@ -53,6 +53,10 @@ type spanExporter struct {
 
 func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	e.queued.Add(-int64(len(spans)))
+	if err := e.abort.Err(); err != nil { // Shutdown's time is up: the rest is lost, not sent
+		e.failed.Add(float64(len(spans)))
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(e.abort, cancel)()
 	defer cancel()

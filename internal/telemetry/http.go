@@ -3,6 +3,7 @@ package telemetry
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -204,6 +205,11 @@ type headerCarrier http.Header
 
 var _ propagation.ValuesGetter = headerCarrier{}
 
+// maxTraceState is the most of a caller's tracestate bigseg passes on: the 512 characters
+// the W3C asks every vendor to propagate. A longer one is dropped whole (the trace goes on),
+// since the SDK would copy up to 32 members of 512 bytes onto every span.
+const maxTraceState = 512
+
 // Values are the values of the header key (several baggage headers make one baggage).
 func (h headerCarrier) Values(key string) []string {
 	switch key {
@@ -217,11 +223,26 @@ func (h headerCarrier) Values(key string) []string {
 	return http.Header(h).Values(key)
 }
 
+// Get is the header key; the tracestate headers make one list, as the W3C says, if it is
+// no longer than maxTraceState.
 func (h headerCarrier) Get(key string) string {
-	if vs := h.Values(key); len(vs) > 0 {
+	vs := h.Values(key)
+	switch {
+	case len(vs) == 0:
+		return ""
+	case key != "tracestate":
 		return vs[0]
 	}
-	return ""
+	if len(vs) > 1 {
+		if n := len(vs) - 1 + len(strings.Join(vs, "")); n > maxTraceState {
+			return ""
+		}
+		return strings.Join(vs, ",")
+	}
+	if len(vs[0]) > maxTraceState {
+		return ""
+	}
+	return vs[0]
 }
 
 func (h headerCarrier) Set(key, value string) { http.Header(h).Set(key, value) }

@@ -58,16 +58,16 @@ func readSettings(getenv func(string) string) (settings, error) {
 		r.otlpConnection(signal)
 	}
 	s.sampler = r.sampler()
-	s.queueSize = r.positive("OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.DefaultMaxQueueSize)
-	s.batch = r.positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", sdktrace.DefaultMaxExportBatchSize)
+	s.queueSize = r.positive("OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.DefaultMaxQueueSize, maxQueueSize)
+	s.batch = r.positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", sdktrace.DefaultMaxExportBatchSize, maxQueueSize)
 	if s.batch > s.queueSize && r.getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") != "" {
 		r.fail("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "must be at most OTEL_BSP_MAX_QUEUE_SIZE (%d)", s.queueSize)
 	}
 	s.batch = min(s.batch, s.queueSize)
-	s.batchDelay = r.millis("OTEL_BSP_SCHEDULE_DELAY", sdktrace.DefaultScheduleDelay)
-	s.exportTimeout = r.millis("OTEL_BSP_EXPORT_TIMEOUT", sdktrace.DefaultExportTimeout)
-	s.metricInterval = r.millis("OTEL_METRIC_EXPORT_INTERVAL", 60_000)
-	s.metricTimeout = r.millis("OTEL_METRIC_EXPORT_TIMEOUT", 30_000)
+	s.batchDelay = r.millis("OTEL_BSP_SCHEDULE_DELAY", sdktrace.DefaultScheduleDelay, 0)
+	s.exportTimeout = r.millis("OTEL_BSP_EXPORT_TIMEOUT", sdktrace.DefaultExportTimeout, 1)
+	s.metricInterval = r.millis("OTEL_METRIC_EXPORT_INTERVAL", 60_000, 1)
+	s.metricTimeout = r.millis("OTEL_METRIC_EXPORT_TIMEOUT", 30_000, 1)
 	if r.getenv("OTEL_RESOURCE_ATTRIBUTES") != "" {
 		r.resourceAttributes()
 	}
@@ -168,7 +168,7 @@ func (r *reader) otlpConnection(signal string) {
 	default:
 		r.fail(prefix+"COMPRESSION", "must be gzip or none")
 	}
-	r.millis(prefix+"TIMEOUT", 0)
+	r.millis(prefix+"TIMEOUT", 0, 1)
 	r.boolean(prefix + "INSECURE")
 }
 
@@ -190,7 +190,7 @@ func (r *reader) headers(name, v string) {
 	for i, pair := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(pair, "=")
 		k = strings.TrimSpace(k)
-		_, err := url.PathUnescape(val)
+		decoded, err := url.PathUnescape(val)
 		switch {
 		case !ok || k == "":
 			r.fail(name, "pair %d is not key=value", i+1)
@@ -198,6 +198,8 @@ func (r *reader) headers(name, v string) {
 			r.fail(name, "pair %d: the key is not a valid header name", i+1)
 		case err != nil:
 			r.fail(name, "pair %d: the value is not validly percent-encoded", i+1)
+		case strings.ContainsFunc(decoded, func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }):
+			r.fail(name, "pair %d: the value holds a control character, which no header may", i+1)
 		}
 	}
 }
@@ -208,29 +210,37 @@ func isTokenChar(c rune) bool {
 		strings.ContainsRune("!#$%&'*+-.^_`|~", c))
 }
 
-// positive is a positive integer variable, or def when unset.
-func (r *reader) positive(name string, def int) int {
+// maxQueueSize bounds the spans waiting for export: each holds a few KB, and the queue is
+// made whole at start.
+const maxQueueSize = 100_000
+
+// maxResourceBytes bounds OTEL_RESOURCE_ATTRIBUTES, which every export carries.
+const maxResourceBytes = 4096
+
+// positive is an integer variable from 1 to most, or def when unset.
+func (r *reader) positive(name string, def, most int) int {
 	v := r.get(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		r.fail(name, "must be a positive integer")
+	if err != nil || n <= 0 || n > most {
+		r.fail(name, "must be a whole number from 1 to %d", most)
 		return def
 	}
 	return n
 }
 
-// millis is a duration variable in milliseconds (as every OTEL_* duration is), or def ms.
-func (r *reader) millis(name string, def int) time.Duration {
+// millis is a duration variable in milliseconds (as every OTEL_* duration is), at least
+// least, or def ms.
+func (r *reader) millis(name string, def, least int) time.Duration {
 	v := r.get(name)
 	if v == "" {
 		return time.Duration(def) * time.Millisecond
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		r.fail(name, "must be a whole number of milliseconds, such as 5000")
+	if err != nil || n < least {
+		r.fail(name, "must be a whole number of milliseconds, at least %d, such as 5000", least)
 		return time.Duration(def) * time.Millisecond
 	}
 	return time.Duration(n) * time.Millisecond
@@ -242,7 +252,7 @@ func (r *reader) sampler() sdktrace.Sampler {
 	ratio := 1.0
 	if arg := r.get("OTEL_TRACES_SAMPLER_ARG"); arg != "" {
 		var err error
-		if ratio, err = strconv.ParseFloat(arg, 64); err != nil || ratio < 0 || ratio > 1 {
+		if ratio, err = strconv.ParseFloat(arg, 64); err != nil || !(ratio >= 0 && ratio <= 1) { // NaN too
 			r.fail("OTEL_TRACES_SAMPLER_ARG", "must be a ratio from 0 to 1, such as 0.1")
 			ratio = 1
 		}
@@ -268,6 +278,10 @@ func (r *reader) sampler() sdktrace.Sampler {
 // resourceAttributes checks OTEL_RESOURCE_ATTRIBUTES, as the SDK's resource.WithFromEnv reads
 // it; the error never quotes a value.
 func (r *reader) resourceAttributes() {
+	if len(r.get("OTEL_RESOURCE_ATTRIBUTES")) > maxResourceBytes {
+		r.fail("OTEL_RESOURCE_ATTRIBUTES", "is longer than %d bytes: every export carries it", maxResourceBytes)
+		return
+	}
 	for i, pair := range strings.Split(r.get("OTEL_RESOURCE_ATTRIBUTES"), ",") {
 		k, v, ok := strings.Cut(pair, "=")
 		if _, err := url.PathUnescape(v); !ok || strings.TrimSpace(k) == "" || err != nil {

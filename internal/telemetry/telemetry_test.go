@@ -155,6 +155,19 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{"OTEL_BSP_EXPORT_TIMEOUT", "-5"},
 		{"OTEL_METRIC_EXPORT_INTERVAL", "1m"},
 		{"OTEL_RESOURCE_ATTRIBUTES", "team"},
+		// What a hostile round found accepted: a queue made whole at start (2^31 spans ran the
+		// process out of memory), NaN, a header no request may carry, zero durations, and
+		// resource attributes sent with every export whatever their size.
+		{"OTEL_BSP_MAX_QUEUE_SIZE", "2147483647"},
+		{"OTEL_BSP_MAX_QUEUE_SIZE", "100001"},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100001"},
+		{"OTEL_TRACES_SAMPLER_ARG", "NaN"},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "a=secret\nx"},
+		{"OTEL_EXPORTER_OTLP_HEADERS", "a=secret%0Dx"},
+		{"OTEL_METRIC_EXPORT_INTERVAL", "0"},
+		{"OTEL_BSP_EXPORT_TIMEOUT", "0"},
+		{"OTEL_EXPORTER_OTLP_TIMEOUT", "0"},
+		{"OTEL_RESOURCE_ATTRIBUTES", "team=" + strings.Repeat("x", 4096)},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			_, err := Setup(context.Background(), env(map[string]string{tc.name: tc.value}), Options{})
