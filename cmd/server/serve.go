@@ -236,7 +236,7 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		Streams: guard.Streams(streams, handlers.Error),
 		Tokens:  a.tokens,
 
-		Trace: telemetry.Middleware(a.tel.TracerProvider, a.tel.MeterProvider, a.tel.Propagator),
+		Trace: a.tel.HTTP(),
 	}
 	return cfg
 }

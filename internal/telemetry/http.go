@@ -30,6 +30,7 @@ type tracing struct {
 	duration httpconv.ServerRequestDuration
 	measured bool // duration is recorded
 	start    []trace.SpanStartOption
+	callers  bool // only requests with a traceparent are traced: the sampler begins no trace
 }
 
 // requestDurationBuckets are the boundaries the semantic conventions advise, in seconds.
@@ -40,6 +41,28 @@ var requestDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2
 // traceparent, tracestate and baggage when nil). Nil when tp and mp both are: a request then
 // runs no code of OpenTelemetry's at all.
 func Middleware(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) func(http.Handler) http.Handler {
+	if t := newTracing(tp, mp, prop); t != nil {
+		return t.middleware
+	}
+	return nil
+}
+
+// HTTP is Middleware of the providers Setup made. When the sampler samples no trace that
+// bigseg would begin (parentbased_traceidratio of 0, parentbased_always_off, always_off), a
+// request without a traceparent costs no extraction and no unsampled span either.
+func (tel *Telemetry) HTTP() func(http.Handler) http.Handler {
+	if tel == nil {
+		return nil
+	}
+	t := newTracing(tel.TracerProvider, tel.MeterProvider, tel.Propagator)
+	if t == nil {
+		return nil
+	}
+	t.callers = tel.noRoots
+	return t.middleware
+}
+
+func newTracing(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) *tracing {
 	if tp == nil && mp == nil {
 		return nil
 	}
@@ -56,7 +79,7 @@ func Middleware(tp trace.TracerProvider, mp metric.MeterProvider, prop propagati
 			metric.WithExplicitBucketBoundaries(requestDurationBuckets...))
 		t.measured = err == nil
 	}
-	return t.middleware
+	return t
 }
 
 func (t *tracing) middleware(next http.Handler) http.Handler {
@@ -64,7 +87,7 @@ func (t *tracing) middleware(next http.Handler) http.Handler {
 		start := time.Now()
 		ctx := r.Context()
 		var span trace.Span
-		if t.tracer != nil {
+		if t.tracer != nil && (!t.callers || len(r.Header["Traceparent"]) > 0) {
 			// The sampler decides first, on no more than the method; a request not sampled
 			// costs the extraction and this Start, nothing else.
 			ctx = t.prop.Extract(ctx, headerCarrier(r.Header))

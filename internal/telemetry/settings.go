@@ -37,6 +37,7 @@ type settings struct {
 	tracesProtocol   string // of otlp
 	metricsProtocol  string
 	sampler          sdktrace.Sampler
+	noRoots          bool // the sampler samples no trace that bigseg begins
 	queueSize, batch int
 	batchDelay       time.Duration
 	exportTimeout    time.Duration
@@ -57,7 +58,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 	for _, signal := range []string{"", "TRACES_", "METRICS_"} {
 		r.otlpConnection(signal)
 	}
-	s.sampler = r.sampler()
+	s.sampler, s.noRoots = r.sampler()
 	s.queueSize = r.positive("OTEL_BSP_MAX_QUEUE_SIZE", sdktrace.DefaultMaxQueueSize, maxQueueSize)
 	s.batch = r.positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", sdktrace.DefaultMaxExportBatchSize, maxQueueSize)
 	if s.batch > s.queueSize && r.getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") != "" {
@@ -248,7 +249,7 @@ func (r *reader) millis(name string, def, least int) time.Duration {
 
 // sampler is the sampler of OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, as the SDK
 // reads them, but refusing what it would log and replace: parentbased_always_on by default.
-func (r *reader) sampler() sdktrace.Sampler {
+func (r *reader) sampler() (sampler sdktrace.Sampler, noRoots bool) {
 	ratio := 1.0
 	if arg := r.get("OTEL_TRACES_SAMPLER_ARG"); arg != "" {
 		var err error
@@ -259,20 +260,20 @@ func (r *reader) sampler() sdktrace.Sampler {
 	}
 	switch v := strings.ToLower(r.get("OTEL_TRACES_SAMPLER")); v {
 	case "", "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample())
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), false
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample())
+		return sdktrace.ParentBased(sdktrace.NeverSample()), true
 	case "parentbased_traceidratio":
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio)), ratio == 0
 	case "always_on":
-		return sdktrace.AlwaysSample()
+		return sdktrace.AlwaysSample(), false
 	case "always_off":
-		return sdktrace.NeverSample()
+		return sdktrace.NeverSample(), true
 	case "traceidratio":
-		return sdktrace.TraceIDRatioBased(ratio)
+		return sdktrace.TraceIDRatioBased(ratio), ratio == 0
 	}
 	r.fail("OTEL_TRACES_SAMPLER", "must be one of parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off, traceidratio")
-	return sdktrace.ParentBased(sdktrace.AlwaysSample())
+	return sdktrace.ParentBased(sdktrace.AlwaysSample()), false
 }
 
 // resourceAttributes checks OTEL_RESOURCE_ATTRIBUTES, as the SDK's resource.WithFromEnv reads

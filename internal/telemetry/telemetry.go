@@ -65,6 +65,7 @@ type Telemetry struct {
 	Propagator propagation.TextMapPropagator
 
 	spansQueued *atomic.Int64 // spans waiting for export (see boundedProcessor)
+	noRoots     bool          // the sampler samples no trace that bigseg begins
 	shutdowns   []func(context.Context) error
 	abort       context.CancelFunc // makes the exports still running give up
 	waits       []<-chan struct{}  // closed once each exporter is shut down
@@ -152,7 +153,7 @@ func (t *Telemetry) traces(ctx context.Context, s settings, res *resource.Resour
 		sdktrace.WithBatchTimeout(s.batchDelay), sdktrace.WithExportTimeout(s.exportTimeout))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(s.sampler),
 		sdktrace.WithSpanProcessor(&boundedProcessor{SpanProcessor: bsp, queued: queued, max: int64(s.queueSize), dropped: dropped}))
-	t.TracerProvider = tp
+	t.TracerProvider, t.noRoots = tp, s.noRoots
 	t.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	t.shutdowns = append(t.shutdowns, tp.Shutdown)
 	t.waits = append(t.waits, wrapped.done)

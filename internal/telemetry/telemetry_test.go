@@ -413,3 +413,44 @@ func TestChildrenOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With a sampler that begins no trace of its own, a request without a traceparent is not
+// traced at all (no extraction, no unsampled span: its context holds no span), while a
+// caller's sampled trace is still continued.
+func TestHTTPSkipsRequestsNoSamplerWouldTrace(t *testing.T) {
+	for _, tc := range []struct {
+		sampler, arg string
+		skips        bool
+	}{
+		{"parentbased_traceidratio", "0", true},
+		{"parentbased_always_off", "", true},
+		{"parentbased_traceidratio", "0.5", false},
+		{"parentbased_always_on", "", false},
+	} {
+		t.Run(tc.sampler+"="+tc.arg, func(t *testing.T) {
+			vars := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + closedAddr(t), "OTEL_TRACES_SAMPLER": tc.sampler}
+			if tc.arg != "" {
+				vars["OTEL_TRACES_SAMPLER_ARG"] = tc.arg
+			}
+			tel, err := Setup(context.Background(), env(vars), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			var seen trace.SpanContext
+			h := tel.HTTP()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen = trace.SpanContextFromContext(r.Context())
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/memberships/k", nil))
+			if seen.IsValid() == tc.skips {
+				t.Errorf("a request without a traceparent: span %v, want skipped %v", seen, tc.skips)
+			}
+			req := httptest.NewRequest("GET", "/memberships/k", nil)
+			req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			if !seen.IsSampled() || seen.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+				t.Errorf("a sampled caller's request: span %v, want the caller's trace, sampled", seen)
+			}
+		})
+	}
+}
