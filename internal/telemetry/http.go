@@ -4,10 +4,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -102,12 +102,9 @@ func (t *tracing) middleware(next http.Handler) http.Handler {
 			r = r.WithContext(ctx)
 		}
 		rctx := chi.RouteContext(r.Context())
-		rec := recorders.Get().(*statusRecorder)
-		rec.ResponseWriter, rec.code = w, 0
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		defer func() {
-			code := rec.code
-			rec.ResponseWriter = nil
-			recorders.Put(rec)
+			code := ww.Status()
 			if code == 0 {
 				code = http.StatusOK
 			}
@@ -123,7 +120,7 @@ func (t *tracing) middleware(next http.Handler) http.Handler {
 				t.duration.Record(ctx, time.Since(start).Seconds(), httpconv.RequestMethodAttr(semconvMethod(r.Method)), scheme(r), attrs[2:]...)
 			}
 		}()
-		next.ServeHTTP(rec, r)
+		next.ServeHTTP(ww, r)
 	})
 }
 
@@ -182,31 +179,6 @@ func standardMethod(m string) bool {
 	}
 	return false
 }
-
-// statusRecorder remembers the status code a handler wrote; pooled, one a request recorded.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach Flush and deadlines.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
 
 func scheme(r *http.Request) string {
 	if r.TLS != nil {

@@ -424,7 +424,7 @@ func TestHTTPSkipsRequestsNoSamplerWouldTrace(t *testing.T) {
 	}{
 		{"parentbased_traceidratio", "0", true},
 		{"parentbased_always_off", "", true},
-		{"parentbased_traceidratio", "0.5", false},
+		{"parentbased_traceidratio", "1", false},
 		{"parentbased_always_on", "", false},
 	} {
 		t.Run(tc.sampler+"="+tc.arg, func(t *testing.T) {
