@@ -73,7 +73,7 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	c.ctx = context.Background()
 	var span trace.Span
 	if s.tracer != nil {
-		c.ctx, span = s.tracer.Start(c.ctx, spanName(known, name), spanStart...)
+		c.ctx, span = s.tracer.Start(c.ctx, "OTHER", spanStart...) // named once the command is known
 	}
 	switch {
 	case !known && (name == "post" || name == "host:"):
@@ -102,30 +102,14 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 var spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
 	trace.WithAttributes(semconv.DBSystemNameRedis)}
 
-// spanNames are the commands' names as their spans have them, in upper case as Redis writes
-// them.
-var spanNames = func() map[string]string {
-	m := map[string]string{}
-	for name := range commands {
-		m[name] = strings.ToUpper(name)
-	}
-	return m
-}()
-
-// spanName is the name of a command's span: OTHER for one not known, whose name is the
-// client's (and may be anything).
-func spanName(known bool, name string) string {
-	if !known {
-		return "OTHER"
-	}
-	return spanNames[name]
-}
-
-// endSpan ends a command's span, which never holds an argument (keys, AUTH's token): its
-// name, and an error status when it answered an error.
+// endSpan ends a command's span, which never holds an argument (keys, AUTH's token): named by
+// its label in upper case as Redis writes commands (OTHER for one not known, whose name is
+// the client's and may be anything), with an error status when it answered an error.
 func endSpan(span trace.Span, label string, failed bool) {
 	if span.IsRecording() {
-		span.SetAttributes(semconv.DBOperationName(strings.ToUpper(label)))
+		name := strings.ToUpper(label)
+		span.SetName(name)
+		span.SetAttributes(semconv.DBOperationName(name))
 		if failed {
 			span.SetStatus(codes.Error, "")
 		}

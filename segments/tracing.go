@@ -126,14 +126,15 @@ func (s *Service) startPoll(ctx context.Context) (context.Context, trace.Span) {
 }
 
 func endPoll(span trace.Span, reads []MetadataRead) {
+	if span == nil {
+		return
+	}
 	for _, r := range reads {
-		if span != nil && r.Err != nil {
+		if r.Err != nil {
 			span.SetStatus(codes.Error, r.Err.Error())
 		}
 	}
-	if span != nil {
-		span.End()
-	}
+	span.End()
 }
 
 // endWith ends span, an error with err's text if err is set (store errors carry no

@@ -107,7 +107,7 @@ const failureLogInterval = time.Minute
 // again. Every error of OpenTelemetry's comes through failed (otel.SetErrorHandler).
 type health struct {
 	log     *slog.Logger
-	now     func() time.Time // time.Now unless a test moves it
+	now     func() time.Time // the clock of the periods, time.Now from Setup
 	failing atomic.Bool      // read without the lock by ok, at every export
 	mu      sync.Mutex
 	since   time.Time // the first failure of this period
@@ -115,17 +115,10 @@ type health struct {
 	unsaid  int       // failures since
 }
 
-func (h *health) clock() time.Time {
-	if h.now != nil {
-		return h.now()
-	}
-	return time.Now()
-}
-
 func (h *health) failed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := h.clock()
+	now := h.now()
 	switch {
 	case !h.failing.Load():
 		h.failing.Store(true)
@@ -149,6 +142,6 @@ func (h *health) ok() {
 	if h.failing.Load() {
 		h.failing.Store(false)
 		h.log.Info("OpenTelemetry export succeeded again", "failuresSinceLastLog", h.unsaid,
-			"failedFor", h.clock().Sub(h.since).Round(time.Second).String())
+			"failedFor", h.now().Sub(h.since).Round(time.Second).String())
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,7 +97,7 @@ func Setup(ctx context.Context, getenv func(string) string, o Options) (*Telemet
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
-	h := &health{log: o.Log}
+	h := &health{log: o.Log, now: time.Now}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(h.failed))
 	otel.SetLogger(logr.FromSlogHandler(o.Log.Handler()))
 	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName(ServiceName), semconv.ServiceVersion(o.Version)),
