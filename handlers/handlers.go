@@ -70,7 +70,7 @@ type Config struct {
 	Bodies  *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
 	Shed    *guard.Shedder                  // lookups' slots, once their input is read, shared with the Redis-protocol listener
 	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
-	Trace   func(http.Handler) http.Handler // OpenTelemetry's spans and request durations (telemetry.Middleware), outermost; nil for none
+	Trace   func(http.Handler) http.Handler // OpenTelemetry's spans and request durations (telemetry.HTTP), outermost; nil for none
 }
 
 // RequestObserver is told about every request once answered: route (a chi pattern, or

@@ -34,7 +34,7 @@ func newTraced(t *testing.T, sampler sdktrace.Sampler) traced {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	store := memoryStore(t, map[string]fixture.Context{"secret-key": {Included: []string{"seg"}}})
-	srv := newServer(t, store, handlers.Config{Trace: telemetry.Middleware(tp, mp, nil)})
+	srv := newServer(t, store, handlers.Config{Trace: (&telemetry.Telemetry{TracerProvider: tp, MeterProvider: mp}).HTTP()})
 	return traced{url: srv.URL, spans: spans, reader: reader}
 }
 

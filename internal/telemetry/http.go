@@ -36,20 +36,13 @@ type tracing struct {
 // requestDurationBuckets are the boundaries the semantic conventions advise, in seconds.
 var requestDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Middleware is the API's instrumentation, to install on its chi router (handlers.Config.Trace):
-// spans from tp, request durations from mp, the callers' trace context read by prop (W3C
-// traceparent, tracestate and baggage when nil). Nil when tp and mp both are: a request then
-// runs no code of OpenTelemetry's at all.
-func Middleware(tp trace.TracerProvider, mp metric.MeterProvider, prop propagation.TextMapPropagator) func(http.Handler) http.Handler {
-	if t := newTracing(tp, mp, prop); t != nil {
-		return t.middleware
-	}
-	return nil
-}
-
-// HTTP is Middleware of the providers Setup made. When the sampler samples no trace that
-// bigseg would begin (parentbased_traceidratio of 0, parentbased_always_off, always_off), a
-// request without a traceparent costs no extraction and no unsampled span either.
+// HTTP is the API's instrumentation, to install on its chi router (handlers.Config.Trace):
+// spans from TracerProvider, request durations from MeterProvider, the callers' trace context
+// read by Propagator (W3C traceparent, tracestate and baggage when nil). Nil when neither
+// provider is set: a request then runs no code of OpenTelemetry's at all. When the sampler
+// Setup made samples no trace that bigseg would begin (parentbased_traceidratio of 0,
+// parentbased_always_off, always_off), a request without a traceparent costs no extraction
+// and no unsampled span either.
 func (tel *Telemetry) HTTP() func(http.Handler) http.Handler {
 	if tel == nil {
 		return nil
