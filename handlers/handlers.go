@@ -21,7 +21,7 @@ import (
 // Service is what the handlers ask of the domain beside each environment's; *segments.Service is one.
 type Service interface {
 	Environments() []*segments.Environment
-	Subscribe() (<-chan struct{}, func())
+	Changes() <-chan struct{}
 	Readiness() (ready bool, reason string)
 	Draining() bool
 	StaleAfter() time.Duration

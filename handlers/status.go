@@ -104,11 +104,9 @@ func (s *server) getStatusStream() http.HandlerFunc {
 			return
 		}
 		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]said, len(envs)), open: s.stillOpen(r)}
-		changes, cancel := s.svc.Subscribe() // before reading the current status: no change lost
-		defer cancel()
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
-		s.stream(r, ew, envs, changes)
+		s.stream(r, ew, envs)
 	}
 }
 
@@ -124,7 +122,7 @@ func (s *server) stillOpen(r *http.Request) func() bool {
 
 // stream sends each environment's status, again at each signal of changes, and heartbeats,
 // until the client goes, the server stops, a write fails or the token is revoked.
-func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment, changes <-chan struct{}) {
+func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment) {
 	sendAll := func() error {
 		for _, e := range envs {
 			if err := ew.send(e); err != nil {
@@ -135,6 +133,7 @@ func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Envir
 	}
 	heartbeat := time.NewTicker(s.Heartbeat)
 	defer heartbeat.Stop()
+	changes := s.svc.Changes() // before reading the current status: no change lost
 	for err := sendAll(); err == nil; {
 		select {
 		case <-r.Context().Done():
@@ -144,6 +143,7 @@ func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Envir
 		case <-heartbeat.C:
 			err = ew.write(": heartbeat\n\n")
 		case <-changes:
+			changes = s.svc.Changes()
 			err = sendAll()
 		}
 	}

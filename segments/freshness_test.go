@@ -26,8 +26,7 @@ func TestNewCursorDropsCachedAnswers(t *testing.T) {
 	s, store, _ := newTestService(t, WithCache(1000, time.Hour), WithObserver(func(*Environment) Observer { return obs }))
 	store.patch("alice", []string{"a.g1"}, "v1")
 	s.Poll(ctx)
-	changes, cancel := s.Subscribe()
-	defer cancel()
+	changes := s.Changes()
 	for range 3 {
 		s.LookupHash(ctx, Hash("alice"))
 	}
@@ -67,8 +66,7 @@ func TestIdleHeartbeatInvalidatesNothing(t *testing.T) {
 	s.Poll(ctx)
 	s.LookupHash(ctx, Hash("alice"))
 	readsBefore := store.reads.Load()
-	changes, cancel := s.Subscribe()
-	defer cancel()
+	changes := s.Changes()
 	for range 10 {
 		clk.Add(30 * time.Second)
 		store.setMeta(clk.Now(), nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -68,24 +67,33 @@ func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Ans
 	return e.answer(hash, r.Membership, st.LookupStatus(), false)
 }
 
+func (e *Environment) answer(hash string, m Membership, status LookupStatus, cached bool) Answer {
+	e.obs.Lookup(status, cached)
+	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
+}
+
+func (e *Environment) failed(hash string, err error) Answer {
+	e.obs.Lookup(StoreError, false)
+	return Answer{ContextHash: hash, Status: StoreError, Err: err}
+}
+
 // miss is one hash being read for every lookup of it.
 type miss struct {
-	hash string
-	done chan struct{} // closed once read and gen are set
-	read Read
-	gen  uint64 // the cache generation the read started in
-
+	hash         string
+	done         chan struct{} // closed once read and gen are set
+	read         Read
+	gen          uint64            // the cache generation the read started in
 	caller, span trace.SpanContext // the traced lookup that asked for the read, and the read's
 }
 
 // await reads hash once for all its lookups, by a reader of Run's or, while Run keeps none,
 // alone, until it is read, ctx ends or the lookup timeout passes (a timer of its own: a context
-// with a deadline costs five allocations more).
+// with a deadline costs five allocations more). A miss no reader takes in time is given up.
 func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	caller := e.caller(ctx)
 	ch := e.flight.DoChan(hash, func() (any, error) {
 		m := &miss{hash: hash, done: make(chan struct{}), caller: caller}
-		queued, stop := e.svc.lookupTimer() // a miss no reader takes in time is given up
+		queued, stop := e.svc.lookupTimer()
 		defer stop()
 		select {
 		case e.misses <- m:
@@ -93,7 +101,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 		case <-*e.svc.readers.Load():
 			e.readBatch([]*miss{m})
 		case <-queued:
-			m.read.Err = e.svc.timeoutCause
+			m.read.Err = e.svc.timeout
 		}
 		return m, nil
 	})
@@ -106,7 +114,7 @@ func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	case <-timeout:
-		return nil, e.svc.timeoutCause
+		return nil, e.svc.timeout
 	}
 }
 
@@ -166,8 +174,7 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
 	st := e.firstStatus(ctx)
-	answers := make([]Answer, len(hashes))
-	missing := make(map[string]int) // hash -> index into toRead
+	answers, missing := make([]Answer, len(hashes)), make(map[string]int) // hash -> index into toRead
 	var toRead []string
 	for i, h := range hashes {
 		if m, ok := e.cache.get(h); ok {
@@ -194,16 +201,6 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 	return answers
 }
 
-func (e *Environment) answer(hash string, m Membership, status LookupStatus, cached bool) Answer {
-	e.obs.Lookup(status, cached)
-	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
-}
-
-func (e *Environment) failed(hash string, err error) Answer {
-	e.obs.Lookup(StoreError, false)
-	return Answer{ContextHash: hash, Status: StoreError, Err: err}
-}
-
 // errLookupTimeout is the cause of a lookup's context ending at the service's own timeout.
 type errLookupTimeout struct{ d time.Duration }
 
@@ -227,7 +224,7 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 	if s.lookupTimeout <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeoutCause)
+	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeout)
 }
 
 // readStore reads memberships once a read slot is free, with the cache generation the read
@@ -279,12 +276,6 @@ func failAll(n int, err error) []Read {
 	return reads
 }
 
-type errorLog struct { // when a failed read was last logged, and how many failed since then
-	mu     sync.Mutex
-	logged time.Time
-	unsaid int
-}
-
 // readFailed wraps err as a failed read of hash and logs it, spaced out, by hash: keys are
 // personal data.
 func (e *Environment) readFailed(ctx context.Context, hash string, err error) error {
@@ -303,10 +294,6 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) er
 	unsaid := r.unsaid
 	r.logged, r.unsaid = now, 0
 	r.mu.Unlock()
-	attrs := []slog.Attr{slog.String("contextHash", hash), slog.String("err", err.Error()), slog.Int("failedSinceLastLog", unsaid)}
-	if e.svc.errorCode != nil {
-		attrs = append(attrs, slog.String("code", e.svc.errorCode(err)))
-	}
-	e.log.LogAttrs(ctx, slog.LevelWarn, "membership read failed", attrs...)
+	e.log.Log(ctx, slog.LevelWarn, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
 	return err
 }

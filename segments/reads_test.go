@@ -186,8 +186,7 @@ func TestChangeDropsOnlyItsEnvironmentsCache(t *testing.T) {
 	s, stores, _ := threeEnvironments(t)
 	ctx := context.Background()
 	s.Poll(ctx)
-	changes, cancel := s.Subscribe()
-	defer cancel()
+	changes := s.Changes()
 	for _, e := range s.Environments() {
 		e.LookupHash(ctx, Hash("alice"))
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,28 +26,26 @@ const (
 	DefaultReadsInFlight = 4
 )
 
-// Service holds every environment served, their poll loop (Run), their readiness and the one
+// Service holds every environment served, their poll loop (Run), their readiness and the
 // channel of their changes.
 type Service struct {
 	envs []*Environment
 	read func(ctx context.Context) []MetadataRead // every environment's metadata, in order
 
-	cacheSize, readsInFlight                      int
-	cacheTTL, cursorTTL, pollInterval, staleAfter time.Duration
-	lookupTimeout                                 time.Duration
-	timeoutCause                                  error // errLookupTimeout{lookupTimeout}, made once
-	readyRequiresFresh                            bool
-	now                                           func() time.Time
-	log                                           *slog.Logger
-	errorCode                                     func(error) string // a store error's bounded code, for logs; nil for none
-	observer                                      func(*Environment) Observer
-	tracer                                        trace.Tracer // nil: no spans
+	cacheSize, readsInFlight                                     int
+	cacheTTL, cursorTTL, pollInterval, staleAfter, lookupTimeout time.Duration
+	timeout                                                      error // errLookupTimeout{lookupTimeout}, made once
+	readyRequiresFresh                                           bool
+	now                                                          func() time.Time
+	log                                                          *slog.Logger
+	errorCode                                                    func(error) string // nil for none
+	observer                                                     func(*Environment) Observer
+	tracer                                                       trace.Tracer // nil: no spans
 
 	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
 	pollSeq  atomic.Uint64                 // polls begun
 	readers  atomic.Pointer[chan struct{}] // closed while Run keeps no readers
-	subsMu   sync.Mutex
-	subs     map[chan struct{}]struct{}
+	changes  atomic.Pointer[chan struct{}] // closed, and replaced, by a poll that changes something
 	draining atomic.Bool
 }
 
@@ -70,11 +67,21 @@ type Environment struct {
 	readErrs *errorLog
 }
 
-var envName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+type errorLog struct { // when a failed read was last logged, and how many failed since then
+	mu     sync.Mutex
+	logged time.Time
+	unsaid int
+}
 
-// ValidateName says why name cannot be an environment's (it is part of paths), or nil.
+// ValidateName says why name cannot be an environment's (it is part of paths), or nil. (A
+// regexp of the rule would keep 50 KB of heap for good.)
 func ValidateName(name string) error {
-	if !envName.MatchString(name) {
+	ok := len(name) > 0 && len(name) <= 63 && name[0] != '-' && name[0] != '_'
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+	}
+	if !ok {
 		return errors.New("a name is lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (it is part of paths)")
 	}
 	return nil
@@ -130,25 +137,23 @@ func WithObserver(of func(*Environment) Observer) Option { return func(s *Servic
 // New returns the Service of envs: at least one, each with a store and a name of its own. It
 // starts nothing: Run does.
 func New(envs []Environment, opts ...Option) (*Service, error) {
-	s := &Service{
-		cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, cursorTTL: DefaultCursorTTL,
-		pollInterval: DefaultPollInterval, staleAfter: DefaultStaleAfter,
-		lookupTimeout: DefaultLookupTimeout, readsInFlight: DefaultReadsInFlight,
-		now: time.Now, log: slog.New(slog.DiscardHandler), subs: make(map[chan struct{}]struct{}),
-		observer: func(*Environment) Observer { return nopObserver{} },
-	}
+	s := &Service{cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, cursorTTL: DefaultCursorTTL,
+		pollInterval: DefaultPollInterval, staleAfter: DefaultStaleAfter, lookupTimeout: DefaultLookupTimeout,
+		readsInFlight: DefaultReadsInFlight, now: time.Now, log: slog.New(slog.DiscardHandler),
+		observer: func(*Environment) Observer { return nopObserver{} }}
 	for _, o := range opts {
 		o(s)
 	}
-	s.timeoutCause, s.readsInFlight = errLookupTimeout{s.lookupTimeout}, max(s.readsInFlight, 1)
 	if s.staleAfter <= 0 {
 		s.staleAfter = DefaultStaleAfter
 	}
 	if s.pollInterval <= 0 {
 		s.pollInterval = DefaultPollInterval
 	}
-	s.pollInterval = min(s.pollInterval, s.staleAfter)
+	s.pollInterval, s.readsInFlight = min(s.pollInterval, s.staleAfter), max(s.readsInFlight, 1)
+	s.timeout = errLookupTimeout{s.lookupTimeout}
 	s.readers.Store(&noReaders)
+	s.changes.Store(new(make(chan struct{})))
 	if s.read == nil {
 		s.read = s.readEach
 	}
@@ -193,6 +198,11 @@ func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 // CacheLen is how many entries the environment's cache holds.
 func (e *Environment) CacheLen() int { return e.cache.len() }
 
+// Changes returns a channel closed by the next poll that changes an environment's Available,
+// Stale or data: take it, read the statuses, wait, and take it again. A subscriber never holds
+// up the loop and, however slow, ends up with the latest.
+func (s *Service) Changes() <-chan struct{} { return *s.changes.Load() }
+
 // Drain marks the service as shutting down: Readiness is false from now on, so that load
 // balancers stop sending traffic, which is still answered meanwhile.
 func (s *Service) Drain() { s.draining.Store(true) }
@@ -209,15 +219,13 @@ func (s *Service) Readiness() (ready bool, reason string) {
 	var not []string
 	for _, e := range s.envs {
 		st, polled := e.Status()
-		why := ""
+		why := "the store's status has not been polled yet"
 		switch {
-		case !polled:
-			why = "the store's status has not been polled yet"
-		case !st.Available:
+		case polled && !st.Available:
 			why = "the Big Segment store is unavailable"
-		case s.readyRequiresFresh && st.Stale:
+		case polled && s.readyRequiresFresh && st.Stale:
 			why = "the Big Segment data is stale"
-		default:
+		case polled:
 			continue
 		}
 		if len(s.envs) == 1 {

@@ -58,14 +58,13 @@ func (e *Environment) firstStatus(ctx context.Context) *StoreStatus {
 	if st := e.status.Load(); st != nil {
 		return st
 	}
-	ch := e.svc.polls.DoChan("", func() (any, error) {
+	select {
+	case <-e.svc.polls.DoChan("", func() (any, error) {
 		if e.status.Load() == nil {
 			return e.svc.pollNow(context.WithoutCancel(ctx)), nil
 		}
 		return e.svc.pollSeq.Load(), nil
-	})
-	select {
-	case <-ch:
+	}):
 		if st := e.status.Load(); st != nil {
 			return st
 		}
@@ -109,7 +108,7 @@ func (s *Service) pollNow(ctx context.Context) uint64 {
 		changed = e.record(r.Metadata, r.Err, d) || changed
 	}
 	if changed {
-		s.notify()
+		close(*s.changes.Swap(new(make(chan struct{}))))
 	}
 	return seq
 }
@@ -128,12 +127,11 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 func (e *Environment) record(md Metadata, err error, d time.Duration) bool {
 	e.obs.StoreRead(OpMetadata, d, err)
 	now, prev := e.svc.now(), e.status.Load()
-	var st StoreStatus
+	st := StoreStatus{}
 	if prev != nil {
 		st = *prev
 	}
-	st.Available, st.CheckedAt = err == nil, now
-	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
+	st.Available, st.Unreachable, st.CheckedAt = err == nil, err != nil && !errors.Is(err, ErrInvalidMetadata), now
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
 	if err == nil {
 		st.LastSynchronized = md.LastSynchronized
@@ -157,27 +155,28 @@ func (e *Environment) record(md Metadata, err error, d time.Duration) bool {
 		e.log.Debug("big segment data changed", "cursor", st.Cursor)
 	}
 	if changed {
-		e.logChange(st, err)
+		attrs := []any{"available", st.Available, "stale", st.Stale}
+		if !st.LastSynchronized.IsZero() {
+			attrs = append(attrs, "lastSynchronized", st.LastSynchronized.UTC().Format(time.RFC3339Nano))
+		}
+		switch {
+		case err != nil:
+			e.log.Error("big segment store unavailable", append(attrs, e.svc.errAttrs(err)...)...)
+		case st.Stale:
+			e.log.Warn("big segment data is stale", attrs...)
+		default:
+			e.log.Info("big segment store healthy", attrs...)
+		}
 	}
 	return changed || dataChanged
 }
 
-func (e *Environment) logChange(st StoreStatus, err error) {
-	attrs := []any{"available", st.Available, "stale", st.Stale}
-	if !st.LastSynchronized.IsZero() {
-		attrs = append(attrs, "lastSynchronized", st.LastSynchronized.UTC().Format(time.RFC3339Nano))
+// errAttrs are the log attributes of a store error: its text and, with WithErrorCode, its code.
+func (s *Service) errAttrs(err error) []any {
+	if s.errorCode == nil {
+		return []any{"err", err.Error()}
 	}
-	switch {
-	case err != nil:
-		if e.svc.errorCode != nil {
-			attrs = append(attrs, "code", e.svc.errorCode(err))
-		}
-		e.log.Error("big segment store unavailable", append(attrs, "err", err.Error())...)
-	case st.Stale:
-		e.log.Warn("big segment data is stale", attrs...)
-	default:
-		e.log.Info("big segment store healthy", attrs...)
-	}
+	return []any{"code", s.errorCode(err), "err", err.Error()}
 }
 
 // Run is the poll loop, and keeps each environment's store readers, until ctx ends; it
@@ -209,32 +208,6 @@ func (s *Service) Run(ctx context.Context) error {
 				}
 			}
 			timer.Reset(next)
-		}
-	}
-}
-
-// Subscribe returns a channel that gets a signal after each poll that changed an
-// environment's Available, Stale or data, and a function that ends the subscription. One
-// pending signal stands for every change since, so the loop never waits for a subscriber.
-func (s *Service) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.subsMu.Lock()
-	s.subs[ch] = struct{}{}
-	s.subsMu.Unlock()
-	return ch, func() {
-		s.subsMu.Lock()
-		delete(s.subs, ch)
-		s.subsMu.Unlock()
-	}
-}
-
-func (s *Service) notify() {
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
 		}
 	}
 }

@@ -28,11 +28,7 @@ func (e *Environment) traced(ctx context.Context) bool {
 func (e *Environment) tracedLookup(ctx context.Context, hash string) Answer {
 	ctx, span := e.svc.tracer.Start(ctx, "lookup")
 	a := e.lookupHash(ctx, hash)
-	cache := "miss"
-	if a.Cached {
-		cache = "hit"
-	}
-	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.String("bigseg.cache", cache),
+	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.String("bigseg.cache", map[bool]string{true: "hit", false: "miss"}[a.Cached]),
 		attribute.String("bigseg.lookup.status", string(a.Status)))
 	endWith(span, a.Err)
 	return a
@@ -64,7 +60,7 @@ func (e *Environment) tracedBatch(ctx context.Context, hashes []string) []Answer
 // caller is the span of a traced lookup, for the read that serves it to link to; zero when
 // the lookup is not traced.
 func (e *Environment) caller(ctx context.Context) trace.SpanContext {
-	if e.svc.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+	if !e.traced(ctx) {
 		return trace.SpanContext{}
 	}
 	return trace.SpanContextFromContext(ctx)
