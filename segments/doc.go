@@ -140,13 +140,14 @@
 // embedded store's reload) waits out a poll already running, whose read may predate the
 // caller's change, and then polls.
 //
-// Subscribe delivers changes only: of an environment's Available, of its Stale, and of its
-// data (a new cursor); a poll that changes none of them sends nothing. The loop fans every
-// environment's changes into one channel a subscriber, of one pending signal: a signal stands
-// for every change since the subscriber last looked, which then reads the statuses it follows,
-// so a slow subscriber never blocks the loop and always ends up with the latest. A change of
-// Available or Stale is logged once, not at every poll; the Observer hears of every poll (with
-// whether it changed anything) and of every data change.
+// Changes delivers changes only: of an environment's Available, of its Stale, and of its
+// data (a new cursor); a poll that changes none of them signals nothing. It is one channel for
+// every environment and every subscriber, which a poll that changes something closes and
+// replaces: a subscriber takes it before reading the statuses it follows, waits for it to
+// close, and takes the new one. A close stands for every change since the subscriber last
+// looked, so a slow subscriber never blocks the loop, needs no unsubscribing, and always ends
+// up with the latest. A change of Available or Stale is logged once, not at every poll; the
+// Observer hears of every poll (with whether it changed anything) and of every data change.
 //
 // # Readiness
 //
@@ -165,7 +166,7 @@
 // length); and, while Run runs, its readers (WithReadsInFlight goroutines). The
 // Service adds, for every environment together: the poll loop (Run's goroutine), a
 // singleflight group of polls, an atomic poll count, the atomic pointer to the channel that
-// says whether readers run, the draining flag, and one mutex over the subscribers' channels.
+// says whether readers run, the atomic pointer to the channel of changes, and the draining flag.
 //
 // # Traces
 //
