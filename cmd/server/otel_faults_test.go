@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -225,9 +226,10 @@ func checkDurationMetric(t *testing.T, ms []otlptest.Metric) {
 	}
 }
 
-// TestOTelDynamoDB: on DynamoDB, a lookup's store read is a client span of the AWS SDK's
-// (otelaws: rpc.system.name aws-api, rpc.method DynamoDB/...) beneath or linked to the lookup, and
-// the AWS credentials are nowhere in what is exported.
+// TestOTelDynamoDB: on DynamoDB, a lookup's store read is a client span of the store's
+// (DynamoDB.BatchGetItem: rpc.system.name aws-api, rpc.method DynamoDB/BatchGetItem, the table
+// and region) beneath or linked to the lookup, and the AWS credentials are nowhere in what is
+// exported.
 func TestOTelDynamoDB(t *testing.T) {
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash(otelKey(0)), AddIncluded: []string{"seg-otel.g1"}})
@@ -255,15 +257,19 @@ func TestOTelDynamoDB(t *testing.T) {
 		reads = spans.readsOf(lookups[0])
 		return len(reads) > 0
 	})
-	for _, r := range reads.ofKind(tracepb.Span_SPAN_KIND_CLIENT) {
-		sys := otlptest.AttrString(r.Attributes, "rpc.system.name") + otlptest.AttrString(r.Attributes, "rpc.system") // the conventions' newer name, or the older
-		svc := otlptest.AttrString(r.Attributes, "rpc.service") + strings.Split(otlptest.AttrString(r.Attributes, "rpc.method"), "/")[0]
-		if sys != "aws-api" || svc != "DynamoDB" {
-			var keys []string
-			for _, kv := range r.Attributes {
-				keys = append(keys, kv.Key+"="+otlptest.AttrString(r.Attributes, kv.Key))
-			}
-			t.Errorf("the read %q: rpc.system %q, rpc.service %q; want aws-api, DynamoDB (attributes %v)", r.Name, sys, svc, keys)
+	calls := reads.ofKind(tracepb.Span_SPAN_KIND_CLIENT)
+	if len(calls) == 0 {
+		t.Errorf("the lookup's read has no client span of DynamoDB's (reads %d)", len(reads))
+	}
+	for _, r := range calls {
+		got := map[string]string{}
+		for _, k := range []string{"rpc.system.name", "rpc.method", "aws.region"} {
+			got[k] = otlptest.AttrString(r.Attributes, k)
+		}
+		want := map[string]string{"rpc.system.name": "aws-api", "rpc.method": "DynamoDB/BatchGetItem", "aws.region": dynamotest.Region}
+		tables := otlptest.AttrString(r.Attributes, "aws.dynamodb.table_names")
+		if diff := cmp.Diff(want, got); r.Name != "DynamoDB.BatchGetItem" || diff != "" || !strings.Contains(tables, table) {
+			t.Errorf("the read %q (want DynamoDB.BatchGetItem), tables %s (want %s), attributes (-want +got):\n%s", r.Name, tables, table, diff)
 		}
 	}
 	waitReceived(t, recv, "the status poll's DynamoDB reads, in traces of their own", func() bool {

@@ -7,10 +7,10 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 )
 
-// ChildrenOnly is tp for the store clients' instrumentation (redisotel, otelaws): their spans
-// are made only beneath a span being recorded (a lookup's read, a poll), never as roots of
-// their own, which the sampler would sample apart from the lookups they serve (a read of
-// lookups not sampled, the pool's own dials). Nil for nil.
+// ChildrenOnly is tp for the store clients' instrumentation (redisotel, storage/dynamodb's
+// own): their spans are made only beneath a span being recorded (a lookup's read, a poll),
+// never as roots of their own, which the sampler would sample apart from the lookups they
+// serve (a read of lookups not sampled, the pool's own dials). Nil for nil.
 func ChildrenOnly(tp trace.TracerProvider) trace.TracerProvider {
 	if tp == nil {
 		return nil

@@ -16,8 +16,6 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bigseg/bigseg/segments"
@@ -46,8 +44,8 @@ type ClientOptions struct {
 	// Observer, when set, is told of every request the client sends (each attempt), with
 	// its code and duration, and of the read capacity the answers say they consumed.
 	Observer Observer
-	// TracerProvider, when set, makes a client span of every call (the AWS SDK's otelaws):
-	// operation, table, request ID, never a key. Nil for none.
+	// TracerProvider, when set, makes a client span of every call, its retries within it:
+	// operation, table, region, request ID, never a key. Nil for none.
 	TracerProvider trace.TracerProvider
 }
 
@@ -104,9 +102,8 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 		if o.Observer != nil {
 			do.APIOptions = append(do.APIOptions, addObserver(o.Observer))
 		}
-		if o.TracerProvider != nil { // injecting no trace header: DynamoDB has no use for one
-			otelaws.AppendMiddlewares(&do.APIOptions, otelaws.WithTracerProvider(o.TracerProvider),
-				otelaws.WithTextMapPropagator(propagation.NewCompositeTextMapPropagator()))
+		if o.TracerProvider != nil {
+			do.APIOptions = append(do.APIOptions, addTracing(o.TracerProvider))
 		}
 	})
 	return &Client{Client: client, transport: tr}, nil
