@@ -106,7 +106,11 @@ func (s *server) getStatusStream() http.HandlerFunc {
 		ew := &eventWriter{w: w, rc: rc, s: s, last: make(map[string]said, len(envs)), open: s.stillOpen(r)}
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
-		s.stream(r, ew, envs)
+		if err := s.stream(r, ew, envs); err == nil || errors.Is(err, errRevoked) {
+			// A stream that ends of itself gets its last chunk written, however long since
+			// its last event; one whose client stopped reading does not wait again.
+			rc.SetWriteDeadline(time.Now().Add(s.StreamWriteTimeout))
+		}
 	}
 }
 
@@ -121,8 +125,8 @@ func (s *server) stillOpen(r *http.Request) func() bool {
 }
 
 // stream sends each environment's status, again at each signal of changes, and heartbeats,
-// until the client goes, the server stops, a write fails or the token is revoked.
-func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment) {
+// until the client goes, the server stops, a write fails or the token is revoked (the error).
+func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Environment) error {
 	sendAll := func() error {
 		for _, e := range envs {
 			if err := ew.send(e); err != nil {
@@ -134,12 +138,13 @@ func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Envir
 	heartbeat := time.NewTicker(s.Heartbeat)
 	defer heartbeat.Stop()
 	changes := s.svc.Changes() // before reading the current status: no change lost
-	for err := sendAll(); err == nil; {
+	err := sendAll()
+	for err == nil {
 		select {
 		case <-r.Context().Done():
-			return
+			return r.Context().Err()
 		case <-s.Stop:
-			return
+			return nil
 		case <-heartbeat.C:
 			err = ew.write(": heartbeat\n\n")
 		case <-changes:
@@ -147,6 +152,7 @@ func (s *server) stream(r *http.Request, ew *eventWriter, envs []*segments.Envir
 			err = sendAll()
 		}
 	}
+	return err
 }
 
 // errRevoked ends a stream whose token no longer opens it.

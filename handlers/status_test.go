@@ -526,3 +526,30 @@ func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
 		t.Errorf("the stream of a revoked token did not end: %v", err)
 	}
 }
+
+// A stream that ends of itself (here the server stopping) long after its last write still
+// ends with its last chunk, not a cut connection: the write deadline of its last event has
+// passed by then.
+func TestStreamEndsCleanlyLongAfterItsLastWrite(t *testing.T) {
+	stop := make(chan struct{})
+	const timeout = 50 * time.Millisecond
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Stop: stop,
+		StreamWriteTimeout: timeout, Heartbeat: time.Hour}, oneService(&switchStore{})))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/status/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for line := "x"; line != "\n"; {
+		if line, err = br.ReadString('\n'); err != nil {
+			t.Fatalf("first event: %v", err)
+		}
+	}
+	time.Sleep(4 * timeout) // not a synchronization: the deadline must pass in real time
+	close(stop)
+	if rest, err := io.ReadAll(br); err != nil {
+		t.Errorf("stream ended with %v after %q, want a clean end", err, rest)
+	}
+}
