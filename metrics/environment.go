@@ -146,6 +146,7 @@ func (e *environment) StoreRead(op string, d time.Duration, err error) {
 func (e *environment) StatusPolled(st segments.StoreStatus, err error, changed bool) {
 	if err != nil {
 		e.pollError.Inc()
+		e.storeErrors[segments.OpMetadata].Inc()
 	} else {
 		e.pollSuccess.Inc()
 	}

@@ -63,10 +63,14 @@ bigseg_store_status_changes_total{environment="production"} 2
 # TYPE bigseg_store_status_polls_total counter
 bigseg_store_status_polls_total{environment="production",result="error"} 2
 bigseg_store_status_polls_total{environment="production",result="success"} 1
+# HELP bigseg_store_request_errors_total Failed reads of the Big Segment store, by operation (memberships, metadata).
+# TYPE bigseg_store_request_errors_total counter
+bigseg_store_request_errors_total{environment="production",operation="memberships"} 0
+bigseg_store_request_errors_total{environment="production",operation="metadata"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"bigseg_store_available", "bigseg_store_stale", "bigseg_store_last_synchronized_timestamp_seconds",
-		"bigseg_store_status_changes_total", "bigseg_store_status_polls_total"); err != nil {
+		"bigseg_store_status_changes_total", "bigseg_store_status_polls_total", "bigseg_store_request_errors_total"); err != nil {
 		t.Error(err)
 	}
 }

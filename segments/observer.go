@@ -13,7 +13,9 @@ const (
 type Observer interface {
 	// Lookup is called once per context looked up, with its status and whether it was cached.
 	Lookup(status LookupStatus, cached bool)
-	// StoreRead is called after every store read with its operation, duration and error.
+	// StoreRead is called after every store read with its operation, duration and error; for
+	// metadata, once a poll (all environments' in one read), on the first environment's
+	// Observer, with no error: each environment's failure is told by its StatusPolled.
 	StoreRead(op string, d time.Duration, err error)
 	// StatusPolled is called after every poll; changed says whether Available or Stale
 	// differs from the poll before (always true for the first).

@@ -155,10 +155,12 @@ func threeEnvironments(t *testing.T, opts ...Option) (*Service, []*fakeStore, *a
 
 // A poll reads every environment's metadata in one read, and each keeps its own status.
 func TestPollReadsEveryEnvironmentOnce(t *testing.T) {
-	s, stores, calls := threeEnvironments(t)
+	obs := &countingObserver{}
+	s, stores, calls := threeEnvironments(t, WithObserver(func(*Environment) Observer { return obs }))
 	s.Poll(context.Background())
-	if calls.Load() != 1 {
-		t.Fatalf("a poll: %d batch reads, want one", calls.Load())
+	if calls.Load() != 1 || obs.reads.Load() != 1 || obs.polls.Load() != 3 {
+		t.Fatalf("a poll: %d batch reads, %d observed, %d statuses polled; want one, one (the histogram's) and three",
+			calls.Load(), obs.reads.Load(), obs.polls.Load())
 	}
 	for _, e := range s.Environments() {
 		st, polled := e.Status()

@@ -100,12 +100,13 @@ func (s *Service) pollNow(ctx context.Context) uint64 {
 		return seq
 	}
 	d, changed := time.Since(start), false
+	s.envs[0].obs.StoreRead(OpMetadata, d, nil) // one read for all: its failures are each environment's StatusPolled
 	for i, e := range s.envs {
 		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
 		if i < len(reads) {
 			r = reads[i]
 		}
-		changed = e.record(r.Metadata, r.Err, d) || changed
+		changed = e.record(r.Metadata, r.Err) || changed
 	}
 	if changed {
 		close(*s.changes.Swap(new(make(chan struct{}))))
@@ -122,10 +123,9 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 	return reads
 }
 
-// record publishes the status after a poll that read md and err in d, and says whether
+// record publishes the status after a poll that read md and err, and says whether
 // Available, Stale or the data (a new cursor, which drops the cache first) changed.
-func (e *Environment) record(md Metadata, err error, d time.Duration) bool {
-	e.obs.StoreRead(OpMetadata, d, err)
+func (e *Environment) record(md Metadata, err error) bool {
 	now, prev := e.svc.now(), e.status.Load()
 	st := StoreStatus{}
 	if prev != nil {
