@@ -202,11 +202,14 @@ type redacted struct {
 func (e redacted) Error() string { return e.msg }
 func (e redacted) Unwrap() error { return e.err }
 
-// redact is rawURL with the user information replaced.
+// redact is rawURL with the user information replaced, with or without a scheme.
 func redact(rawURL string) string {
-	i := strings.Index(rawURL, "://")
-	if at := strings.LastIndex(rawURL, "@"); at > i {
-		return rawURL[:i+3] + "xxxxx" + rawURL[at:]
+	start := 0
+	if i := strings.Index(rawURL, "://"); i >= 0 {
+		start = i + 3
+	}
+	if at := strings.LastIndex(rawURL, "@"); at >= start {
+		return rawURL[:start] + "xxxxx" + rawURL[at:]
 	}
 	return rawURL
 }

@@ -30,3 +30,12 @@ func TestRedactedErrorWraps(t *testing.T) {
 		}
 	}
 }
+
+// A URL without its scheme is told without its user information too.
+func TestURLWithoutSchemeIsRedacted(t *testing.T) {
+	for _, u := range []string{"user:s3cret@host:6379", ":s3cret@host:6379", "s3cret@host"} {
+		if err := CheckURL(u); err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), `"xxxxx@host`) {
+			t.Errorf("CheckURL(%q) = %v, want an error that names xxxxx@host, none of the user information", u, err)
+		}
+	}
+}
