@@ -21,7 +21,8 @@ func (s *server) environment(w http.ResponseWriter, r *http.Request) (*segments.
 			return s.envs[0], true
 		}
 		Error(w, r, http.StatusNotFound, "several environments are served ("+s.names()+
-			"): ask under /environments/{env}/, such as /environments/"+s.envs[0].Name+r.URL.Path)
+			"): ask under /environments/{env}/, such as /environments/"+s.envs[0].Name+"/"+
+			strings.TrimLeft(strings.TrimPrefix(r.URL.Path, "/environments/"), "/"))
 		return nil, false
 	}
 	e, ok := s.byName[name]

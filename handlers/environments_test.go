@@ -97,6 +97,12 @@ func TestEnvironmentsNotSaid(t *testing.T) {
 			t.Errorf("%s: %d %s, want a 404 naming the environments", path, resp.StatusCode, body)
 		}
 	}
+	for path, hint := range map[string]string{"/memberships/alice": "/environments/production/memberships/alice",
+		"/environments//memberships/alice": "/environments/production/memberships/alice"} {
+		if resp, body := get(t, srv.URL+path); resp.StatusCode != 404 || !strings.Contains(string(body), "such as "+hint+`"`) {
+			t.Errorf("%s: %d %s, want a 404 that suggests %s", path, resp.StatusCode, body, hint)
+		}
+	}
 	resp, body := post(t, srv.URL+"/memberships", "application/json", `{"contextKeys":["alice"]}`)
 	if resp.StatusCode != 404 {
 		t.Errorf("unscoped batch: %d %s", resp.StatusCode, body)

@@ -112,7 +112,8 @@ func New(cfg Config, envs ...*segments.Environment) *Server {
 }
 
 // Serve answers the connections of ln until Shutdown or Close (even one called before Serve
-// began); it returns nil then, or Accept's error, and closes ln either way. An Accept that fails for a while (EMFILE:
+// began); it returns nil then, or Accept's error (a listener closed otherwise included), and
+// closes ln either way. An Accept that fails for a while (EMFILE:
 // out of file descriptors) is retried after a pause that grows to acceptRetryMax, as net/http
 // does, instead of ending the listener for good.
 func (s *Server) Serve(ln net.Listener) error {
@@ -129,7 +130,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
+			if s.draining.Load() { // a listener closed by anyone else is a failure, as net/http has it
 				return nil
 			}
 			if !temporary(err) {

@@ -281,6 +281,23 @@ func TestRESPShutdownBeforeServe(t *testing.T) {
 	}
 }
 
+// A listener closed by someone else than Shutdown or Close ends Serve with an error, as
+// net/http's does, so that the program that runs it ends instead of serving on without it.
+func TestRESPServeFailsWhenItsListenerIsClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := resp.New(resp.Config{}, service(t, contexts).Environments()[0])
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	client(t, ln.Addr().String(), 1, "").Ping(context.Background()) // Serve is accepting
+	ln.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Serve on a listener closed under it: %v, want net.ErrClosed", err)
+	}
+}
+
 // flakyListener fails its first Accepts as a process out of file descriptors does.
 type flakyListener struct {
 	net.Listener
