@@ -4,7 +4,7 @@ package api
 
 import _ "embed"
 
-// OpenAPI is the contents of openapi.yaml.
+// OpenAPI is the contents of openapi.yaml (a string: no one can change what is served).
 //
 //go:embed openapi.yaml
-var OpenAPI []byte
+var OpenAPI string

@@ -5,6 +5,7 @@ package handlers
 
 import (
 	"cmp"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -201,6 +202,6 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 func (s *server) openAPI() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
-		_, _ = w.Write(api.OpenAPI)
+		_, _ = io.WriteString(w, api.OpenAPI)
 	}
 }

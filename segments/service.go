@@ -44,7 +44,8 @@ type Service struct {
 
 	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
 	pollSeq  atomic.Uint64                 // polls begun
-	readers  atomic.Pointer[chan struct{}] // closed while Run keeps no readers
+	idle     *chan struct{}                // closed: readers holds it while Run keeps no readers
+	readers  atomic.Pointer[chan struct{}] // closed while Run keeps no readers: lookups read their misses themselves
 	changes  atomic.Pointer[chan struct{}] // closed, and replaced, by a poll that changes something
 	draining atomic.Bool
 }
@@ -152,7 +153,9 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 	}
 	s.pollInterval, s.readsInFlight = min(s.pollInterval, s.staleAfter), max(s.readsInFlight, 1)
 	s.timeout = errLookupTimeout{s.lookupTimeout}
-	s.readers.Store(&noReaders)
+	s.idle = new(make(chan struct{}))
+	close(*s.idle)
+	s.readers.Store(s.idle)
 	s.changes.Store(new(make(chan struct{})))
 	if s.read == nil {
 		s.read = s.readEach
@@ -185,9 +188,6 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 	}
 	return s, nil
 }
-
-// noReaders is closed: while Run keeps no readers, lookups read their misses themselves.
-var noReaders = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Environments are the environments served, in the order given to New.
 func (s *Service) Environments() []*Environment { return s.envs }

@@ -183,7 +183,7 @@ func (s *Service) errAttrs(err error) []any {
 // returns once every goroutine it started has finished. It runs once.
 func (s *Service) Run(ctx context.Context) error {
 	gone := make(chan struct{})
-	if !s.readers.CompareAndSwap(&noReaders, &gone) {
+	if !s.readers.CompareAndSwap(s.idle, &gone) {
 		return errors.New("segments: Run is already running or has run")
 	}
 	var wg sync.WaitGroup

@@ -39,7 +39,7 @@ func Spec(t testing.TB) *openapi3.T {
 	t.Helper()
 	loadOnce.Do(func() {
 		loader := openapi3.NewLoader()
-		doc, loadErr = loader.LoadFromData(api.OpenAPI)
+		doc, loadErr = loader.LoadFromData([]byte(api.OpenAPI))
 		if loadErr == nil {
 			loadErr = doc.Validate(loader.Context)
 		}
