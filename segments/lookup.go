@@ -201,14 +201,6 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 	return answers
 }
 
-// errLookupTimeout is the cause of a lookup's context ending at the service's own timeout.
-type errLookupTimeout struct{ d time.Duration }
-
-func (e errLookupTimeout) Error() string { return fmt.Sprintf("no answer within %v", e.d) }
-
-// Is makes a lookup timeout a deadline exceeded, so that logs and metrics give it that code.
-func (e errLookupTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
-
 // lookupTimer is a channel ready once the lookup timeout has passed (never, without one), and
 // what stops its timer.
 func (s *Service) lookupTimer() (<-chan time.Time, func() bool) {

@@ -2,11 +2,8 @@ package segments
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // brokenStore is a fakeStore whose Memberships breaks the Store contract.
@@ -68,14 +65,5 @@ func TestBrokenStoreFailsTheRead(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// A lookup that times out is a deadline exceeded, as errors.Is tells it: logs and metrics give
-// it the code of one.
-func TestLookupTimeoutIsADeadlineExceeded(t *testing.T) {
-	err := fmt.Errorf("read membership: %w", errLookupTimeout{time.Second})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("%v is not a context.DeadlineExceeded", err)
 	}
 }

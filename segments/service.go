@@ -34,7 +34,7 @@ type Service struct {
 
 	cacheSize, readsInFlight                                     int
 	cacheTTL, cursorTTL, pollInterval, staleAfter, lookupTimeout time.Duration
-	timeout                                                      error // errLookupTimeout{lookupTimeout}, made once
+	timeout                                                      error // the cause of a lookup's end at lookupTimeout, made once
 	readyRequiresFresh                                           bool
 	now                                                          func() time.Time
 	log                                                          *slog.Logger
@@ -152,7 +152,8 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 		s.pollInterval = DefaultPollInterval
 	}
 	s.pollInterval, s.readsInFlight = min(s.pollInterval, s.staleAfter), max(s.readsInFlight, 1)
-	s.timeout = errLookupTimeout{s.lookupTimeout}
+	// A deadline exceeded, so that logs and metrics give it that code.
+	s.timeout = fmt.Errorf("no answer within %v: %w", s.lookupTimeout, context.DeadlineExceeded)
 	s.idle = new(make(chan struct{}))
 	close(*s.idle)
 	s.readers.Store(s.idle)
