@@ -16,7 +16,9 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -29,9 +31,8 @@ const varPrefix = "BIGSEG"
 // by envconfig (the struct tags name each variable and describe it for -h) and checked at
 // once, so that a bad or misspelt setting stops the server at start with a message that names
 // it. The commands take a config; tests build one with defaultConfig and a few fields set.
-// Defaults live once: defaultConfig, mostly the packages' own defaults (the HTTP and
-// Redis-protocol listeners' as plain values, kept equal by TestDefaultsAreThePackages), which
-// envconfig leaves in place for the variables that are unset, and which -h prints.
+// Defaults live once: defaultConfig, mostly the packages' own defaults, which envconfig leaves
+// in place for the variables that are unset, and which -h prints.
 type config struct {
 	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
@@ -119,11 +120,11 @@ func defaultConfig() config {
 		StaleAfter:             segments.DefaultStaleAfter,
 		LookupTimeout:          segments.DefaultLookupTimeout,
 		StoreReadsInFlight:     segments.DefaultReadsInFlight,
-		MaxKeyBytes:            1024, // handlers' defaults, kept equal by TestDefaultsAreThePackages
-		MaxBatch:               1000,
-		MaxBatchRefs:           100_000,
-		MaxBodyBytes:           1 << 20,
-		BodyReadTimeout:        2 * time.Second,
+		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
+		MaxBatch:               handlers.DefaultMaxBatch,
+		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
+		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
+		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
 		BodyMemoryBytes:        guard.DefaultBodyMemory,
 		LogLevel:               "info",
 		MaxInflight:            1024,
@@ -131,7 +132,7 @@ func defaultConfig() config {
 		MaxConns:               4096,
 		MaxStreams:             1000,
 		RESPMaxConns:           4096,
-		RESPReadTimeout:        5 * time.Second, // resp's default
+		RESPReadTimeout:        resp.DefaultReadTimeout,
 		ReadHeaderTimeout:      5 * time.Second,
 		ReadTimeout:            15 * time.Second,
 		WriteTimeout:           15 * time.Second,
