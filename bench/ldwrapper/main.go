@@ -125,8 +125,8 @@ func serve(ctx context.Context, addr string, h http.Handler, stderr io.Writer) e
 	return nil
 }
 
-// newRedisClient makes a client with bigseg's default settings (internal/config/redis.go):
-// the same timeouts, one retry, go-redis's default pool, and RESP2.
+// newRedisClient makes a client with bigseg's default settings (storage/redis/client.go's
+// defaults): the same timeouts, one retry, go-redis's default pool, and RESP2.
 func newRedisClient(redisURL string) (*goredis.Client, error) {
 	opts, err := goredis.ParseURL(redisURL)
 	if err != nil {

@@ -244,10 +244,10 @@ func TestDynamoDBSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if envs, err := cfg.Served(); err != nil || len(envs) != 1 || envs[0].Prefix != tt.want {
+		if envs, err := cfg.servedEnvironments(); err != nil || len(envs) != 1 || envs[0].Prefix != tt.want {
 			t.Errorf("%v: environments %v, %v; want one of prefix %q", tt.env, envs, err, tt.want)
 		}
-		if p, err := cfg.EnvironmentPrefix(""); err != nil || p != tt.want {
+		if p, err := cfg.environmentPrefix(""); err != nil || p != tt.want {
 			t.Errorf("%v: load's prefix %q, %v; want %q", tt.env, p, err, tt.want)
 		}
 	}

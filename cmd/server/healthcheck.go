@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/bigseg/bigseg/internal/config"
 )
 
 // healthcheck runs "server healthcheck": it asks the server on this host for /livez and
@@ -21,7 +19,7 @@ import (
 // listener has TLS: it checks that its own process answers, so it verifies no certificate,
 // and under mutual TLS it presents the server's own certificate (which works where one CA
 // issues both, as cert-manager's CA issuers do; else set BIGSEG_METRICS_ADDR).
-func healthcheck(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer) error {
+func healthcheck(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
@@ -55,7 +53,7 @@ func healthcheck(ctx context.Context, args []string, cfg config.Config, stdout, 
 }
 
 // selfCheck is the URL and client with which this host's server is checked.
-func selfCheck(cfg config.Config) (string, *http.Client, error) {
+func selfCheck(cfg config) (string, *http.Client, error) {
 	addrVar, addr, tlsOn := "BIGSEG_ADDR", cfg.Addr, cfg.TLSCertFile != ""
 	if cfg.MetricsAddr != "" {
 		addrVar, addr, tlsOn = "BIGSEG_METRICS_ADDR", cfg.MetricsAddr, cfg.MetricsTLS
@@ -66,7 +64,7 @@ func selfCheck(cfg config.Config) (string, *http.Client, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // our own process, on this host
 	if cfg.TLSClientCAFile != "" {
-		cert, err := config.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		cert, err := loadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
 			return "", nil, fmt.Errorf("healthcheck: %w", err)
 		}

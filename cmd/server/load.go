@@ -8,7 +8,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -28,16 +27,16 @@ type loadFlags struct {
 // running instance's cache. The whole file is checked before anything is written. Each phase
 // (reading, parsing, writing, deleting) prints its progress to stderr about once a second, by
 // now, which also gives the synchronization time, and a last line.
-func load(ctx context.Context, args []string, cfg config.Config, stdout, stderr io.Writer, now func() time.Time) error {
+func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer, now func() time.Time) error {
 	flags, envName, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	prefix, err := cfg.EnvironmentPrefix(envName)
+	prefix, err := cfg.environmentPrefix(envName)
 	if err != nil {
 		return err
 	}
-	if !cfg.HasRedis() && !cfg.HasDynamoDB() {
+	if !cfg.hasRedis() && !cfg.hasDynamoDB() {
 		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS or BIGSEG_DYNAMODB_TABLE")
 	}
 	f, err := fixture.ReadFileContext(ctx, file, fixture.WithProgress(fileProgress(stderr, now, file)))
@@ -48,10 +47,10 @@ func load(ctx context.Context, args []string, cfg config.Config, stdout, stderr 
 	if f.SynchronizedOn != nil {
 		synced = *f.SynchronizedOn // the zero time, for 0: never synchronized
 	}
-	if cfg.HasDynamoDB() {
+	if cfg.hasDynamoDB() {
 		return loadDynamoDB(ctx, cfg.DynamoDBTable, prefix, f, flags, synced, file, stdout, stderr, now)
 	}
-	ro, err := cfg.RedisOptions()
+	ro, err := cfg.redisOptions()
 	if err != nil {
 		return err
 	}

@@ -20,23 +20,22 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
 func main() {
 	for _, kv := range os.Environ() { // an empty variable counts as unset
-		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.VarPrefix+"_") && v == "" {
+		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, varPrefix+"_") && v == "" {
 			os.Unsetenv(name)
 		}
 	}
-	cfg, cfgErr := config.Load()
-	level, _ := config.ParseLevel(cfg.LogLevel)
+	cfg, cfgErr := loadConfig()
+	level, _ := parseLevel(cfg.LogLevel)
 	redis.SetLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	settings := func() (config.Config, error) { return cfg, cfgErr }
+	settings := func() (config, error) { return cfg, cfgErr }
 	if err := run(context.Background(), signals, os.Args, settings, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bigseg:", err)
 		os.Exit(1)
@@ -48,7 +47,7 @@ func main() {
 // once. SIGTERM (or the end of ctx) begins a graceful shutdown, SIGINT a quick one (see
 // app.shutdown); SIGHUP reloads the API tokens file, the TLS files and the embedded store's
 // fixture.
-func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config.Config, error), stdout, stderr io.Writer) error {
+func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config, error), stdout, stderr io.Writer) error {
 	cmd := ""
 	if len(args) > 1 {
 		cmd = args[1]
@@ -81,7 +80,7 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 
 // usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.
 func usage(w io.Writer) error {
-	if err := config.Usage(w); err != nil {
+	if err := configUsage(w); err != nil {
 		return err
 	}
 	return telemetry.Usage(w)

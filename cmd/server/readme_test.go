@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/telemetry"
 )
 
@@ -112,8 +111,8 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 	if doc != want {
 		t.Error("docs/configuration.md's table is not what server -h prints: run go test ./cmd/server -run TestConfigurationDocListsEverySetting -update")
 	}
-	if n := strings.Count(want, "\n| `BIGSEG_"); n != len(config.Variables()) {
-		t.Errorf("the table has %d settings, the server %d", n, len(config.Variables()))
+	if n := strings.Count(want, "\n| `BIGSEG_"); n != len(variables()) {
+		t.Errorf("the table has %d settings, the server %d", n, len(variables()))
 	}
 	if n := strings.Count(want, "\n| `OTEL_"); n != len(telemetry.Variables()) {
 		t.Errorf("the table has %d OTEL_* variables, the server %d", n, len(telemetry.Variables()))

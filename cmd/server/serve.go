@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bigseg/bigseg/handlers"
-	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/metrics"
@@ -32,8 +31,8 @@ import (
 
 // serve runs the HTTP service until ctx ends or a signal asks it to stop, then shuts it down
 // (see app.shutdown).
-func serve(ctx context.Context, signals <-chan os.Signal, cfg config.Config, logOut io.Writer) error {
-	level, _ := config.ParseLevel(cfg.LogLevel)
+func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
+	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 	a, err := newApp(ctx, cfg, log)
 	if err != nil {
@@ -46,7 +45,7 @@ func serve(ctx context.Context, signals <-chan os.Signal, cfg config.Config, log
 // app is the service's parts, built from the configuration by newApp; it owns every resource
 // they hold, and close releases them.
 type app struct {
-	cfg    config.Config
+	cfg    config
 	log    *slog.Logger
 	store  openedStore
 	svc    *segments.Service // every environment's lookups and status
@@ -63,7 +62,7 @@ type app struct {
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
 // API. Nothing runs yet.
-func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *app, err error) {
+func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {

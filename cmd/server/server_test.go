@@ -21,7 +21,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -172,7 +171,7 @@ var envMu sync.Mutex
 // configOf is the configuration the program reads, as main does, from env over the test
 // defaults (environ): the process's own BIGSEG_* variables (but BIGSEG_TEST_*) are set aside
 // meanwhile, and set back after.
-func configOf(env map[string]string) (config.Config, error) {
+func configOf(env map[string]string) (config, error) {
 	envMu.Lock()
 	defer envMu.Unlock()
 	saved := map[string]string{}
@@ -183,7 +182,7 @@ func configOf(env map[string]string) (config.Config, error) {
 		}
 	}
 	get := environ(env)
-	names := config.Variables()
+	names := variables()
 	for k := range env {
 		names = append(names, k)
 	}
@@ -200,12 +199,12 @@ func configOf(env map[string]string) (config.Config, error) {
 			os.Setenv(name, v)
 		}
 	}()
-	return config.Load()
+	return loadConfig()
 }
 
 // runProgram runs the program in-process: "server" with args, configured by env.
 func runProgram(ctx context.Context, env map[string]string, stdout, stderr io.Writer, args ...string) error {
-	settings := func() (config.Config, error) { return configOf(env) }
+	settings := func() (config, error) { return configOf(env) }
 	return run(ctx, nil, append([]string{"server"}, args...), settings, stdout, stderr)
 }
 
@@ -445,7 +444,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	if err := runProgram(context.Background(), nil, &out, io.Discard, "-h"); err != nil {
 		t.Fatal(err)
 	}
-	typ, defaults := reflect.TypeFor[config.Config](), reflect.ValueOf(config.Default())
+	typ, defaults := reflect.TypeFor[config](), reflect.ValueOf(defaultConfig())
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		line := ""

@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bigseg/bigseg/internal/config"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
@@ -53,18 +52,18 @@ func (o openedStore) respPrefix(i int) string {
 // openStore opens the configured stores; m gets the metrics of the store's client (DynamoDB's
 // requests).
 // Their clients trace their calls with tp, if set.
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
-	envs, err := cfg.Served()
+func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
+	envs, err := cfg.servedEnvironments()
 	if err != nil {
 		return openedStore{}, err
 	}
 	switch {
-	case cfg.HasDynamoDB():
+	case cfg.hasDynamoDB():
 		return openDynamoDBStore(ctx, cfg, envs, log, m, tp)
-	case !cfg.HasRedis():
+	case !cfg.hasRedis():
 		return openMemoryStore(cfg, envs, log)
 	}
-	opts, err := cfg.RedisOptions()
+	opts, err := cfg.redisOptions()
 	if err != nil {
 		return openedStore{}, err
 	}
@@ -109,7 +108,7 @@ var _ dynamodb.Observer = (*metrics.DynamoDB)(nil)
 // openDynamoDBStore opens the stores of the environments in the table of
 // BIGSEG_DYNAMODB_TABLE, on one client configured by the AWS SDK's own settings, whose
 // requests m counts.
-func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []segments.Environment, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
+func openDynamoDBStore(ctx context.Context, cfg config, envs []segments.Environment, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	obs := m.DynamoDB(dynamodb.Operations(), dynamodb.ErrorCodes())
 	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs, TracerProvider: tp})
 	if err != nil {
@@ -143,7 +142,7 @@ func openDynamoDBStore(ctx context.Context, cfg config.Config, envs []segments.E
 }
 
 // openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config.Config, envs []segments.Environment, log *slog.Logger) (openedStore, error) {
+func openMemoryStore(cfg config, envs []segments.Environment, log *slog.Logger) (openedStore, error) {
 	read := func() (*fixture.Fixture, error) {
 		if cfg.SeedFile == "" {
 			return nil, nil

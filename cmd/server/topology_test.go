@@ -270,7 +270,7 @@ func clientOf(t *testing.T, env map[string]string) goredis.UniversalClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := cfg.RedisOptions()
+	o, err := cfg.redisOptions()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,8 @@
 //     a tls.Config that serves the last good ones. cmd/server makes it, runs Run, calls Reload
 //     on SIGHUP, and gives ServerConfig to every listener that serves TLS.
 //   - ReadSettingFile (files.go): a file a setting names, read whole up to
-//     MaxSettingFileBytes. Tokens, Certificates, and internal/config for its own files.
+//     MaxSettingFileBytes. Tokens, Certificates, and cmd/server's configuration for its own
+//     files.
 //   - Refuse (refuse.go): how a middleware turns a request away; handlers.Error is bigseg's.
 //
 // Files are re-read in the background, never on a request or a handshake: Tokens.Run and

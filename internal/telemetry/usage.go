@@ -47,7 +47,8 @@ func Variables() []string {
 	return names
 }
 
-// Usage lists the OTEL_* variables bigseg honours, in the layout of config.Usage's table.
+// Usage lists the OTEL_* variables bigseg honours, in the layout of the BIGSEG_* table that
+// server -h prints before it.
 func Usage(w io.Writer) error {
 	fmt.Fprintf(w, "OpenTelemetry is configured by its standard variables; nothing is exported unless an\nexporter or an OTLP endpoint is set:\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

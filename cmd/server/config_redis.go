@@ -1,4 +1,4 @@
-package config
+package main
 
 import (
 	"crypto/tls"
@@ -12,13 +12,13 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// HasRedis says whether a Redis is configured (else the embedded store is used).
-func (c Config) HasRedis() bool {
+// hasRedis says whether a Redis is configured (else the embedded store is used).
+func (c config) hasRedis() bool {
 	return c.RedisURL != "" || len(c.RedisClusterAddrs) > 0 || len(c.RedisSentinelAddrs) > 0
 }
 
 // validateRedis checks the Redis settings; secrets never appear in its messages.
-func (c Config) validateRedis() []error {
+func (c config) validateRedis() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	var set []string
@@ -34,7 +34,7 @@ func (c Config) validateRedis() []error {
 	if len(set) > 1 {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
 	}
-	if !c.HasRedis() {
+	if !c.hasRedis() {
 		return append(errs, c.validateNoRedis()...)
 	}
 	if c.SeedFile != "" {
@@ -67,9 +67,9 @@ func (c Config) validateRedis() []error {
 }
 
 // validateNoRedis checks that no Redis setting is given without a Redis.
-func (c Config) validateNoRedis() []error {
+func (c config) validateNoRedis() []error {
 	var errs []error
-	if len(c.Environments) > 1 && !c.HasDynamoDB() {
+	if len(c.Environments) > 1 && !c.hasDynamoDB() {
 		errs = append(errs, errors.New("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS or BIGSEG_REDIS_SENTINEL_ADDRS), or give one environment"))
 	}
 	for _, v := range []struct {
@@ -87,7 +87,7 @@ func (c Config) validateNoRedis() []error {
 	return errs
 }
 
-func (c Config) validateRedisURL() []error {
+func (c config) validateRedisURL() []error {
 	if err := redis.CheckURL(c.RedisURL); err != nil {
 		return []error{fmt.Errorf("BIGSEG_REDIS_URL: %w", err)}
 	}
@@ -113,7 +113,7 @@ func urlUser(rawURL string) (user, pass bool) {
 	return u != "", hasPass && p != ""
 }
 
-func (c Config) validateRedisTLS() []error {
+func (c config) validateRedisTLS() []error {
 	var errs []error
 	if !c.tlsEnabled() {
 		for _, v := range [][2]string{ // in a fixed order, as above
@@ -134,12 +134,12 @@ func (c Config) validateRedisTLS() []error {
 	return errs
 }
 
-func (c Config) tlsEnabled() bool {
+func (c config) tlsEnabled() bool {
 	return c.RedisTLS || strings.HasPrefix(c.RedisURL, "rediss://")
 }
 
 // redisTLSConfig builds the TLS settings for Redis; nil when TLS is off.
-func (c Config) redisTLSConfig() (*tls.Config, error) {
+func (c config) redisTLSConfig() (*tls.Config, error) {
 	if !c.tlsEnabled() {
 		return nil, nil
 	}
@@ -155,7 +155,7 @@ func (c Config) redisTLSConfig() (*tls.Config, error) {
 		}
 	}
 	if c.RedisTLSCertFile != "" {
-		cert, err := LoadKeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
+		cert, err := loadKeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CERT_FILE/KEY_FILE: %w", err)
 		}
@@ -177,8 +177,8 @@ func secret(value, file, fileVar string) (string, error) {
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
-// RedisOptions are the Redis client's options, secrets and certificates read from their files.
-func (c Config) RedisOptions() (o redis.ClientOptions, err error) {
+// redisOptions are the Redis client's options, secrets and certificates read from their files.
+func (c config) redisOptions() (o redis.ClientOptions, err error) {
 	o = redis.ClientOptions{URL: c.RedisURL, ClusterAddrs: c.RedisClusterAddrs, SentinelAddrs: c.RedisSentinelAddrs,
 		SentinelMaster: c.RedisSentinelMaster, Username: c.RedisUsername, DB: c.RedisDB,
 		DialTimeout: c.RedisDialTimeout, ReadTimeout: c.RedisReadTimeout, WriteTimeout: c.RedisWriteTimeout,

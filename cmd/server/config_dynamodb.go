@@ -1,4 +1,4 @@
-package config
+package main
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"unicode"
 )
 
-// HasDynamoDB says whether a DynamoDB table is configured (instead of Redis).
-func (c Config) HasDynamoDB() bool { return c.DynamoDBTable != "" }
+// hasDynamoDB says whether a DynamoDB table is configured (instead of Redis).
+func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
 
 // tableChars are the characters of a DynamoDB table's name. (A pattern that also counted
 // them, {3,255}, compiles to 300 KB held for the life of the process.)
@@ -30,9 +30,9 @@ func isTableName(s string) bool {
 
 // validateDynamoDB checks the DynamoDB settings. Where to connect, and as whom, are the AWS
 // SDK's own settings (AWS_*), which bigseg does not repeat.
-func (c Config) validateDynamoDB() []error {
+func (c config) validateDynamoDB() []error {
 	var errs []error
-	if !c.HasDynamoDB() {
+	if !c.hasDynamoDB() {
 		if !c.DynamoDBConsistentRead {
 			errs = append(errs, errors.New("BIGSEG_DYNAMODB_CONSISTENT_READ is set but no DynamoDB table is: set BIGSEG_DYNAMODB_TABLE"))
 		}

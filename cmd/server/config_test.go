@@ -1,4 +1,4 @@
-package config
+package main
 
 import (
 	"strings"
@@ -8,16 +8,16 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
-	if err := Default().Validate(); err != nil {
+	if err := defaultConfig().validate(); err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
 }
 
 func TestValidateNamesTheVariables(t *testing.T) {
-	c := Default()
+	c := defaultConfig()
 	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
 	c.RedisURL, c.RedisClusterAddrs = "redis://127.0.0.1:6379", []string{"127.0.0.1:7000"}
-	err := c.Validate()
+	err := c.validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -30,19 +30,19 @@ func TestValidateNamesTheVariables(t *testing.T) {
 }
 
 func TestServed(t *testing.T) {
-	c := Default()
-	envs, err := c.Served()
-	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: DefaultEnvironment, Prefix: c.Prefix}) {
+	c := defaultConfig()
+	envs, err := c.servedEnvironments()
+	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: defaultEnvironment, Prefix: c.Prefix}) {
 		t.Errorf("no BIGSEG_ENVIRONMENTS: %v, %v; want the default environment of BIGSEG_PREFIX", envs, err)
 	}
 	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
-	envs, err = c.Served()
+	envs, err = c.servedEnvironments()
 	if err != nil || len(envs) != 2 || envs[1] != (segments.Environment{Name: "staging", Prefix: "ld-staging"}) {
-		t.Errorf("Served = %v, %v", envs, err)
+		t.Errorf("servedEnvironments = %v, %v", envs, err)
 	}
 	for _, bad := range [][]string{{"a=x", "a=y"}, {"a=x", "b=x"}, {"a=x", ""}, {"a/b=x"}, {"Prod=x"}, {"a="}, {"a=x y"}} {
 		c.Environments = bad
-		if _, err := c.Served(); err == nil || !strings.Contains(err.Error(), "BIGSEG_ENVIRONMENTS: pair") {
+		if _, err := c.servedEnvironments(); err == nil || !strings.Contains(err.Error(), "BIGSEG_ENVIRONMENTS: pair") {
 			t.Errorf("%q: %v, want an error naming the pair", bad, err)
 		}
 	}
@@ -51,44 +51,44 @@ func TestServed(t *testing.T) {
 // With DynamoDB an environment may have the empty prefix, LaunchDarkly's default there, but
 // not beside launchdarkly, which the Redis-protocol listener serves it as.
 func TestServedEmptyPrefixOnDynamoDB(t *testing.T) {
-	c := Default()
+	c := defaultConfig()
 	c.DynamoDBTable = "bigseg"
 	c.Environments = []string{"production=", "staging=ld-staging"}
-	envs, err := c.Served()
+	envs, err := c.servedEnvironments()
 	if err != nil || len(envs) != 2 || envs[0] != (segments.Environment{Name: "production"}) {
-		t.Errorf("Served = %v, %v; want production with no prefix", envs, err)
+		t.Errorf("servedEnvironments = %v, %v; want production with no prefix", envs, err)
 	}
 	for _, bad := range [][]string{{"a=", "b=launchdarkly"}, {"a=launchdarkly", "b="}, {"a=", "b="}} {
 		c.Environments = bad
-		if _, err := c.Served(); err == nil || !strings.Contains(err.Error(), "BIGSEG_ENVIRONMENTS: pair 2") {
+		if _, err := c.servedEnvironments(); err == nil || !strings.Contains(err.Error(), "BIGSEG_ENVIRONMENTS: pair 2") {
 			t.Errorf("%q: %v, want an error naming the second pair", bad, err)
 		}
 	}
 }
 
 func TestEnvironmentPrefix(t *testing.T) {
-	c := Default()
-	if p, err := c.EnvironmentPrefix(""); err != nil || p != c.Prefix {
+	c := defaultConfig()
+	if p, err := c.environmentPrefix(""); err != nil || p != c.Prefix {
 		t.Errorf("one environment: %q, %v", p, err)
 	}
 	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
-	if p, err := c.EnvironmentPrefix("staging"); err != nil || p != "ld-staging" {
+	if p, err := c.environmentPrefix("staging"); err != nil || p != "ld-staging" {
 		t.Errorf("staging: %q, %v", p, err)
 	}
-	if _, err := c.EnvironmentPrefix(""); err == nil || !strings.Contains(err.Error(), "production, staging") {
+	if _, err := c.environmentPrefix(""); err == nil || !strings.Contains(err.Error(), "production, staging") {
 		t.Errorf("several environments, none named: %v", err)
 	}
-	if _, err := c.EnvironmentPrefix("qa"); err == nil || !strings.Contains(err.Error(), `no environment "qa"`) {
+	if _, err := c.environmentPrefix("qa"); err == nil || !strings.Contains(err.Error(), `no environment "qa"`) {
 		t.Errorf("an unknown environment: %v", err)
 	}
 }
 
-func TestUnknownVariables(t *testing.T) {
-	err := UnknownVariables([]string{"PATH=/bin", "BIGSEG_REDIS_ULR=redis://x", "BIGSEG_ADDR=:1"})
+func TestUnknownVariablesInEnviron(t *testing.T) {
+	err := unknownVariables([]string{"PATH=/bin", "BIGSEG_REDIS_ULR=redis://x", "BIGSEG_ADDR=:1"})
 	if err == nil || !strings.Contains(err.Error(), "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?") {
 		t.Errorf("a misspelt setting: %v", err)
 	}
-	if err := UnknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s"}); err != nil {
+	if err := unknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s"}); err != nil {
 		t.Errorf("Kubernetes' and the tests' variables: %v", err)
 	}
 }

@@ -1,8 +1,4 @@
-// Package config is the server's settings: every BIGSEG_* variable, its default and its
-// bounds, read by envconfig and checked at once, so that a bad or misspelt setting stops the
-// server at start with a message that names it. The commands of cmd/server take a Config;
-// tests build one with Default and a few fields set.
-package config
+package main
 
 import (
 	"crypto/tls"
@@ -20,21 +16,24 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// VarPrefix begins the name of every setting's variable.
-const VarPrefix = "BIGSEG"
+// varPrefix begins the name of every setting's variable.
+const varPrefix = "BIGSEG"
 
-// Config is every setting of the server, read from BIGSEG_* environment variables by
-// envconfig (the struct tags name each variable and describe it for -h). Defaults live once:
-// Default, mostly the packages' own defaults (the HTTP and Redis-protocol listeners' as plain
-// values, kept equal by a test in cmd/server, so that this package imports neither), which
-// envconfig leaves in place for the variables that are unset, and which -h prints.
-type Config struct {
+// config is the server's settings: every BIGSEG_* variable, its default and its bounds, read
+// by envconfig (the struct tags name each variable and describe it for -h) and checked at
+// once, so that a bad or misspelt setting stops the server at start with a message that names
+// it. The commands take a config; tests build one with defaultConfig and a few fields set.
+// Defaults live once: defaultConfig, mostly the packages' own defaults, which envconfig leaves
+// in place for the variables that are unset, and which -h prints.
+type config struct {
 	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
 	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
@@ -104,9 +103,9 @@ type Config struct {
 	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
 }
 
-// Default is the configuration with no variable set.
-func Default() Config {
-	return Config{
+// defaultConfig is the configuration with no variable set.
+func defaultConfig() config {
+	return config{
 		Addr:                   ":8080",
 		RedisDialTimeout:       redis.DefaultDialTimeout,
 		RedisReadTimeout:       redis.DefaultReadTimeout,
@@ -121,11 +120,11 @@ func Default() Config {
 		StaleAfter:             segments.DefaultStaleAfter,
 		LookupTimeout:          segments.DefaultLookupTimeout,
 		StoreReadsInFlight:     segments.DefaultReadsInFlight,
-		MaxKeyBytes:            1024, // handlers' defaults, kept equal by cmd/server's TestDefaultsAreThePackages
-		MaxBatch:               1000,
-		MaxBatchRefs:           100_000,
-		MaxBodyBytes:           1 << 20,
-		BodyReadTimeout:        2 * time.Second,
+		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
+		MaxBatch:               handlers.DefaultMaxBatch,
+		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
+		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
+		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
 		BodyMemoryBytes:        guard.DefaultBodyMemory,
 		LogLevel:               "info",
 		MaxInflight:            1024,
@@ -133,7 +132,7 @@ func Default() Config {
 		MaxConns:               4096,
 		MaxStreams:             1000,
 		RESPMaxConns:           4096,
-		RESPReadTimeout:        5 * time.Second, // resp's default
+		RESPReadTimeout:        resp.DefaultReadTimeout,
 		ReadHeaderTimeout:      5 * time.Second,
 		ReadTimeout:            15 * time.Second,
 		WriteTimeout:           15 * time.Second,
@@ -144,27 +143,27 @@ func Default() Config {
 	}
 }
 
-// Load reads the configuration from the process's BIGSEG_* variables and checks it.
+// loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
 // Lists are comma-separated, their items trimmed. A BIGSEG_* variable that names no setting is
 // an error that names the nearest one: a misspelt setting must not be silently ignored. Every
 // error names the variable at fault.
-func Load() (Config, error) {
-	cfg := Default()
-	if err := UnknownVariables(os.Environ()); err != nil {
+func loadConfig() (config, error) {
+	cfg := defaultConfig()
+	if err := unknownVariables(os.Environ()); err != nil {
 		return cfg, err
 	}
-	if err := envconfig.Process(VarPrefix, &cfg); err != nil {
+	if err := envconfig.Process(varPrefix, &cfg); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
 			return cfg, fmt.Errorf("%s=%q: not a valid %s", pe.KeyName, pe.Value, pe.TypeName)
 		}
 		return cfg, err
 	}
-	_, prefixSet := os.LookupEnv(VarPrefix + "_PREFIX")
+	_, prefixSet := os.LookupEnv(varPrefix + "_PREFIX")
 	if prefixSet && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
 	}
-	if !prefixSet && cfg.HasDynamoDB() {
+	if !prefixSet && cfg.hasDynamoDB() {
 		cfg.Prefix = dynamodb.DefaultPrefix // LaunchDarkly's default for DynamoDB is none, not Redis's
 	}
 	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens, &cfg.Environments} {
@@ -172,28 +171,28 @@ func Load() (Config, error) {
 			(*list)[i] = strings.TrimSpace((*list)[i])
 		}
 	}
-	return cfg, cfg.Validate()
+	return cfg, cfg.validate()
 }
 
-// Variables are the names of every setting's variable.
-func Variables() []string {
+// variables are the names of every setting's variable.
+func variables() []string {
 	var names []string
-	typ := reflect.TypeFor[Config]()
+	typ := reflect.TypeFor[config]()
 	for i := range typ.NumField() {
-		names = append(names, VarPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
+		names = append(names, varPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
 	}
 	return names
 }
 
-// UnknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
+// unknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
 // the tests' own, and the variables Kubernetes sets for a Service named like a BIGSEG_ prefix
 // (BIGSEG_SERVICE_HOST, BIGSEG_PORT_8080_TCP and the like).
-func UnknownVariables(environ []string) error {
-	known := Variables()
+func unknownVariables(environ []string) error {
+	known := variables()
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, VarPrefix+"_") || slices.Contains(known, name) ||
-			strings.HasPrefix(name, VarPrefix+"_TEST_") || serviceLink.MatchString(name) {
+		if !strings.HasPrefix(name, varPrefix+"_") || slices.Contains(known, name) ||
+			strings.HasPrefix(name, varPrefix+"_TEST_") || serviceLink.MatchString(name) {
 			continue
 		}
 		return fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known))
@@ -236,11 +235,11 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// Validate checks every setting at once; Redis's are checked by validateRedis.
-func (c Config) Validate() error {
+// validate checks every setting at once; Redis's are checked by validateRedis.
+func (c config) validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s_%s: %s", VarPrefix, name, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s_%s: %s", varPrefix, name, fmt.Sprintf(format, args...)))
 	}
 	for _, ck := range c.rangeChecks() {
 		if ck.bad {
@@ -255,10 +254,10 @@ func (c Config) Validate() error {
 			bad("API_TOKENS", "holds an empty token")
 		}
 	}
-	if _, err := ParseLevel(c.LogLevel); err != nil {
+	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
-	if _, err := c.Served(); err != nil {
+	if _, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateTLS()...)
@@ -275,7 +274,7 @@ type rangeCheck struct {
 }
 
 // rangeChecks are the bounds of the numeric settings.
-func (c Config) rangeChecks() []rangeCheck {
+func (c config) rangeChecks() []rangeCheck {
 	return []rangeCheck{
 		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
@@ -312,15 +311,15 @@ func (c Config) rangeChecks() []rangeCheck {
 	}
 }
 
-// DefaultEnvironment names the one environment of BIGSEG_PREFIX.
-const DefaultEnvironment = "default"
+// defaultEnvironment names the one environment of BIGSEG_PREFIX.
+const defaultEnvironment = "default"
 
-// Served are the environments served, by name and prefix (New gives them their stores):
-// those of BIGSEG_ENVIRONMENTS, or one, named default, of BIGSEG_PREFIX. A pair that is
-// malformed, or repeats a name or prefix, is an error that names it.
-func (c Config) Served() ([]segments.Environment, error) {
+// servedEnvironments are the environments served, by name and prefix (openStore gives them
+// their stores): those of BIGSEG_ENVIRONMENTS, or one, named default, of BIGSEG_PREFIX. A pair
+// that is malformed, or repeats a name or prefix, is an error that names it.
+func (c config) servedEnvironments() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
-		return []segments.Environment{{Name: DefaultEnvironment, Prefix: c.Prefix}}, nil
+		return []segments.Environment{{Name: defaultEnvironment, Prefix: c.Prefix}}, nil
 	}
 	var envs []segments.Environment
 	names, prefixes := map[string]bool{}, map[string]bool{}
@@ -336,9 +335,9 @@ func (c Config) Served() ([]segments.Environment, error) {
 			return nil, bad("empty: want name=prefix")
 		case !ok:
 			return nil, bad("want name=prefix")
-		case prefix == "" && !c.HasDynamoDB():
+		case prefix == "" && !c.hasDynamoDB():
 			return nil, bad("want name=prefix (an empty prefix is DynamoDB's default only)")
-		case c.HasDynamoDB() && (prefix == "" && prefixes["launchdarkly"] || prefix == "launchdarkly" && prefixes[""]):
+		case c.hasDynamoDB() && (prefix == "" && prefixes["launchdarkly"] || prefix == "launchdarkly" && prefixes[""]):
 			return nil, bad("the empty prefix and launchdarkly cannot both be served: the Redis-protocol listener serves the empty one as launchdarkly")
 		case nameErr != nil:
 			return nil, bad(nameErr.Error())
@@ -355,10 +354,10 @@ func (c Config) Served() ([]segments.Environment, error) {
 	return envs, nil
 }
 
-// EnvironmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for
+// environmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for
 // the only one there is), for server load.
-func (c Config) EnvironmentPrefix(name string) (string, error) {
-	envs, err := c.Served()
+func (c config) environmentPrefix(name string) (string, error) {
+	envs, err := c.servedEnvironments()
 	if err != nil {
 		return "", err
 	}
@@ -376,7 +375,7 @@ func (c Config) EnvironmentPrefix(name string) (string, error) {
 }
 
 // validateTLS checks the settings of the HTTP listeners' TLS.
-func (c Config) validateTLS() []error {
+func (c config) validateTLS() []error {
 	var errs []error
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("BIGSEG_TLS_CERT_FILE and BIGSEG_TLS_KEY_FILE go together"))
@@ -393,8 +392,8 @@ func (c Config) validateTLS() []error {
 	return errs
 }
 
-// ParseLevel is the log level a BIGSEG_LOG_LEVEL names.
-func ParseLevel(s string) (slog.Level, error) {
+// parseLevel is the log level a BIGSEG_LOG_LEVEL names.
+func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
@@ -402,7 +401,7 @@ func ParseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// usageFormat is envconfig's table with each variable's default as Default has it.
+// usageFormat is envconfig's table with each variable's default as defaultConfig has it.
 const usageFormat = `This application is configured via the environment. The following environment
 variables can be used:
 
@@ -410,8 +409,9 @@ KEY	TYPE	DEFAULT	DESCRIPTION
 {{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}
 {{end}}`
 
-// Usage lists every variable with its default, after the server's commands.
-func Usage(w io.Writer) error {
+// configUsage lists every BIGSEG_* variable with its default, after the server's commands:
+// the first part of usage.
+func configUsage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
@@ -420,16 +420,16 @@ func Usage(w io.Writer) error {
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	cfg := Default()
-	if err := envconfig.Usagef(VarPrefix, &cfg, tw, usageFormat); err != nil {
+	cfg := defaultConfig()
+	if err := envconfig.Usagef(varPrefix, &cfg, tw, usageFormat); err != nil {
 		return err
 	}
 	fmt.Fprintln(tw)
 	return tw.Flush()
 }
 
-// LoadKeyPair is tls.LoadX509KeyPair with guard.ReadSettingFile.
-func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+// loadKeyPair is tls.LoadX509KeyPair with guard.ReadSettingFile.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	cert, err := guard.ReadSettingFile(certFile)
 	if err != nil {
 		return tls.Certificate{}, err
