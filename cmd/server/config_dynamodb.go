@@ -41,14 +41,8 @@ func (c config) validateDynamoDB() []error {
 	if !isTableName(c.DynamoDBTable) {
 		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %.80q is not a table name (3 to 255 of A-Z, a-z, 0-9, _ - .) or a table's ARN", c.DynamoDBTable))
 	}
-	for _, v := range []struct {
-		name string
-		on   bool
-	}{{"BIGSEG_REDIS_URL", c.RedisURL != ""}, {"BIGSEG_REDIS_CLUSTER_ADDRS", len(c.RedisClusterAddrs) > 0},
-		{"BIGSEG_REDIS_SENTINEL_ADDRS", len(c.RedisSentinelAddrs) > 0}} {
-		if v.on {
-			errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE and %s are both set: choose one store", v.name))
-		}
+	for _, name := range c.redisTopologies() {
+		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE and %s are both set: choose one store", name))
 	}
 	if c.SeedFile != "" {
 		errs = append(errs, errors.New("BIGSEG_SEED_FILE is for the embedded store, but BIGSEG_DYNAMODB_TABLE is set"))

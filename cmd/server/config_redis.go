@@ -17,10 +17,8 @@ func (c config) hasRedis() bool {
 	return c.RedisURL != "" || len(c.RedisClusterAddrs) > 0 || len(c.RedisSentinelAddrs) > 0
 }
 
-// validateRedis checks the Redis settings; secrets never appear in its messages.
-func (c config) validateRedis() []error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+// redisTopologies are the names of the Redis topology settings that are set.
+func (c config) redisTopologies() []string {
 	var set []string
 	for _, v := range []struct {
 		name string
@@ -31,6 +29,14 @@ func (c config) validateRedis() []error {
 			set = append(set, v.name)
 		}
 	}
+	return set
+}
+
+// validateRedis checks the Redis settings; secrets never appear in its messages.
+func (c config) validateRedis() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	set := c.redisTopologies()
 	if len(set) > 1 {
 		bad("%s are set: choose one Redis topology", strings.Join(set, " and "))
 	}
