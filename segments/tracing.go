@@ -28,7 +28,11 @@ func (e *Environment) traced(ctx context.Context) bool {
 func (e *Environment) tracedLookup(ctx context.Context, hash string) Answer {
 	ctx, span := e.svc.tracer.Start(ctx, "lookup")
 	a := e.lookupHash(ctx, hash)
-	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.String("bigseg.cache", map[bool]string{true: "hit", false: "miss"}[a.Cached]),
+	cache := "miss"
+	if a.Cached {
+		cache = "hit"
+	}
+	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.String("bigseg.cache", cache),
 		attribute.String("bigseg.lookup.status", string(a.Status)))
 	endWith(span, a.Err)
 	return a

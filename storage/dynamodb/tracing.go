@@ -56,7 +56,7 @@ func (m traceMiddleware) HandleInitialize(ctx context.Context, in middleware.Ini
 	return out, md, err
 }
 
-// tableNames are the tables a call of one of operations names.
+// tableNames are the tables a call names, for the operations the store makes.
 func tableNames(params any) []string {
 	switch in := params.(type) {
 	case *awsdynamodb.BatchGetItemInput:
