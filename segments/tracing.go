@@ -61,37 +61,13 @@ func (e *Environment) tracedBatch(ctx context.Context, hashes []string) []Answer
 	return answers
 }
 
-// caller is the span of a traced lookup, for the read that serves it to link to; zero when
-// the lookup is not traced.
-func (e *Environment) caller(ctx context.Context) trace.SpanContext {
-	if !e.traced(ctx) {
-		return trace.SpanContext{}
-	}
-	return trace.SpanContextFromContext(ctx)
-}
-
-// startRead starts the span of a read of n contexts: a batch's beneath the batch's span; a
-// shared one beneath the first traced lookup that asked for it, linked to every one (a lookup
-// that joined one already asked for links to it from its side); none when nothing it serves
-// is traced. endRead ends it.
-func (e *Environment) startRead(ctx context.Context, n int, callers ...trace.SpanContext) (context.Context, trace.Span) {
-	if e.svc.tracer == nil {
+// startRead starts the span of a read of n contexts, beneath the lookup (or batch) that
+// began it, if that one is traced; endRead ends it.
+func (e *Environment) startRead(ctx context.Context, n int) (context.Context, trace.Span) {
+	if e.svc.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
-	attrs := trace.WithAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", n))
-	if trace.SpanFromContext(ctx).IsRecording() {
-		return e.svc.tracer.Start(ctx, "read", attrs)
-	}
-	var links []trace.Link
-	for _, c := range callers {
-		if c.IsValid() {
-			links = append(links, trace.Link{SpanContext: c})
-		}
-	}
-	if len(links) == 0 {
-		return ctx, nil
-	}
-	return e.svc.tracer.Start(trace.ContextWithSpanContext(ctx, links[0].SpanContext), "read", trace.WithLinks(links...), attrs)
+	return e.svc.tracer.Start(ctx, "read", trace.WithAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", n)))
 }
 
 // endRead ends a read's span, an error if a context could not be read.
@@ -108,13 +84,6 @@ func endRead(span trace.Span, read []Read) {
 	}
 	span.SetAttributes(attribute.Int("bigseg.read.failed", failed))
 	span.End()
-}
-
-// linkRead links a traced lookup to the read that served it.
-func linkRead(ctx context.Context, m *miss) {
-	if m.span.IsValid() {
-		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: m.span})
-	}
 }
 
 // startPoll starts a poll's span: a root, never part of a lookup's trace; nil when untraced.
