@@ -1,12 +1,15 @@
 package segments
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 const readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
@@ -28,7 +31,7 @@ type Answer struct {
 // hash checked with ValidateHash). Before the first poll has finished it polls inline.
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 	if e.traced(ctx) {
-		return e.tracedLookup(ctx, hash)
+		return e.tracedLookup(ctx, []string{hash}, false)[0]
 	}
 	return e.lookupHash(ctx, hash)
 }
@@ -103,7 +106,7 @@ func (e *Environment) failed(hash string, err error) Answer {
 // LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	if e.traced(ctx) {
-		return e.tracedBatch(ctx, hashes)
+		return e.tracedLookup(ctx, hashes, true)
 	}
 	return e.lookupBatch(ctx, hashes)
 }
@@ -157,12 +160,13 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 			return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx)))
 		}
 	}
-	ctx, span := e.startRead(ctx, len(hashes))
+	ctx, end := e.svc.span(ctx, "read", false)
 	start := time.Now()
 	reads, err := e.storeMemberships(ctx, hashes)
 	if err != nil {
 		reads = failAll(len(hashes), e.readFailed(ctx, hashes[0], err))
 	}
+	failed := 0
 	for i := range reads {
 		if reads[i].Err == nil && !reads[i].Membership.validUTF8() {
 			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
@@ -170,9 +174,13 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		if reads[i].Err != nil && err == nil {
 			reads[i].Err = e.readFailed(ctx, hashes[i], reads[i].Err)
 		}
+		if reads[i].Err != nil {
+			failed++
+			err = cmp.Or(err, reads[i].Err)
+		}
 	}
-	e.obs.StoreRead(OpMemberships, time.Since(start), firstErr(reads))
-	endRead(span, reads)
+	e.obs.StoreRead(OpMemberships, time.Since(start), err)
+	end(err, attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", len(hashes)), attribute.Int("bigseg.read.failed", failed))
 	return reads
 }
 
@@ -204,15 +212,6 @@ func failAll(n int, err error) []Read {
 		reads[i].Err = err
 	}
 	return reads
-}
-
-func firstErr(reads []Read) error {
-	for _, r := range reads {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	return nil
 }
 
 // readFailed wraps err as a failed read of hash and logs it, spaced out, by hash: keys are

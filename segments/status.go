@@ -1,9 +1,12 @@
 package segments
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
@@ -99,26 +102,24 @@ func (s *Service) pollNow(ctx context.Context) {
 	readCtx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	start := time.Now()
-	readCtx, span := s.startPoll(readCtx)
+	readCtx, end := s.span(readCtx, "poll", true)
 	var reads []MetadataRead
-	if err := safely(func() { reads = s.read(readCtx) }); err != nil {
-		reads = nil
-		for range s.envs {
-			reads = append(reads, MetadataRead{Err: err})
+	panicked := safely(func() { reads = s.read(readCtx) })
+	failed := panicked
+	for i := range s.envs {
+		if i == len(reads) { // a read that panicked, or answered for fewer environments
+			reads = append(reads, MetadataRead{Err: cmp.Or(panicked, errors.New("read metadata: no answer for the store"))})
 		}
+		failed = cmp.Or(failed, reads[i].Err)
 	}
-	endPoll(span, reads)
+	end(failed, attribute.Int("bigseg.environments", len(s.envs)))
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		return
 	}
 	d, changed := time.Since(start), false
 	s.envs[0].obs.StoreRead(OpMetadata, d, nil) // one read for all: its failures are each environment's StatusPolled
 	for i, e := range s.envs {
-		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
-		if i < len(reads) {
-			r = reads[i]
-		}
-		changed = e.record(r.Metadata, r.Err) || changed
+		changed = e.record(reads[i].Metadata, reads[i].Err) || changed
 	}
 	if changed {
 		close(*s.changes.Swap(new(make(chan struct{}))))
