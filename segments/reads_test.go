@@ -189,20 +189,21 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
-// A miss whose callers have all gone (hung up, or past the lookup timeout) while it waited for
+// A miss whose callers have all gone (hung up, or past their deadline) while it waited for
 // a read slot is never read: a slow store owes no read to callers that left, and reads for
 // those still waiting first.
 func TestAbandonedMissIsNotRead(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		gone func(cancel context.CancelFunc) // what makes the callers leave
+		name    string
+		timeout time.Duration                   // of the callers that leave: none, or this deadline
+		leave   func(cancel context.CancelFunc) // what makes them leave
 	}{
-		{"callers hung up", func(cancel context.CancelFunc) { cancel() }},
-		{"lookup timeout passed", func(context.CancelFunc) { time.Sleep(time.Second) }},
+		{"callers hung up", 0, func(cancel context.CancelFunc) { cancel() }},
+		{"callers' deadline passed", time.Second, func(context.CancelFunc) { time.Sleep(time.Second) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(time.Second), WithPollInterval(time.Hour))
+				s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(time.Minute), WithPollInterval(time.Hour))
 				runCtx, stop := context.WithCancel(context.Background())
 				done := make(chan error)
 				go func() { done <- s.Run(runCtx) }()
@@ -212,12 +213,15 @@ func TestAbandonedMissIsNotRead(t *testing.T) {
 				go func() { first <- s.LookupHash(context.Background(), Hash("first")) }() // takes the one read slot
 				synctest.Wait()
 				ctx, cancel := context.WithCancel(context.Background())
+				if tt.timeout > 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), tt.timeout)
+				}
 				gone := make(chan Answer)
 				for i := range 10 {
 					go func() { gone <- s.LookupHash(ctx, Hash("gone-"+strconv.Itoa(i))) }()
 				}
 				synctest.Wait()
-				tt.gone(cancel)
+				tt.leave(cancel)
 				for range 10 {
 					if a := <-gone; a.Status != StoreError || a.Err == nil {
 						t.Errorf("a lookup that left: %s, %v; want STORE_ERROR", a.Status, a.Err)
