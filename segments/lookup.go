@@ -14,10 +14,6 @@ import (
 
 const readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
 
-// errLeft is a shared read's error once its first caller has gone before it was read: its
-// other callers read again.
-var errLeft = errors.New("the lookup that began the read has gone")
-
 // Answer is what a lookup answers for one context.
 type Answer struct {
 	ContextHash string       // the hash the store was (or would have been) read with
@@ -67,15 +63,15 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 		// recovers a store's panic, which would otherwise end the process on DoChan's goroutine.
 		ch := e.flight.DoChan(key, func() (any, error) {
 			r := e.readStore(ctx, []string{hash}, e.slots)[0]
-			if r.Err != nil && ctx.Err() != nil {
-				return r, errLeft
+			if r.Err == nil {
+				return r, nil
 			}
-			return r, nil
+			return r, ctx.Err() // not nil: its first caller left before it was read
 		})
 		select {
 		case res := <-ch:
 			if res.Err != nil && ctx.Err() == nil {
-				continue
+				continue // read again, for this caller and those waiting with it
 			}
 			return res.Val.(Read)
 		case <-ctx.Done():
@@ -224,15 +220,13 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) er
 	}
 	now := e.svc.now()
 	e.mu.Lock()
-	f := &e.failures
-	if !f.logged.IsZero() && now.Sub(f.logged) < readErrorLogInterval {
-		f.unsaid++
-		e.mu.Unlock()
-		return err
+	unsaid, quiet := e.unsaid, !e.logged.IsZero() && now.Sub(e.logged) < readErrorLogInterval
+	if e.unsaid++; !quiet {
+		e.logged, e.unsaid = now, 0
 	}
-	unsaid := f.unsaid
-	f.logged, f.unsaid = now, 0
 	e.mu.Unlock()
-	e.log.Log(ctx, slog.LevelWarn, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
+	if !quiet {
+		e.log.Log(ctx, slog.LevelWarn, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
+	}
 	return err
 }

@@ -62,18 +62,14 @@ type Environment struct {
 
 // state is what an Environment shares with its lookups and polls.
 type state struct {
-	mu         sync.RWMutex // guards status, cache and failures
+	mu         sync.RWMutex // guards status, cache, logged and unsaid
 	status     *StoreStatus // nil before the first poll
 	cache      cache
-	failures   failureLog
+	logged     time.Time          // when a failed read was last logged
+	unsaid     int                // failed reads since then
 	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
 	slots      chan struct{}      // the semaphore of store reads in flight
 	batchSlots chan struct{}      // batches' share of them: at most half, so that single lookups always have some
-}
-
-type failureLog struct { // when a failed read was last logged, and how many failed since then
-	logged time.Time
-	unsaid int
 }
 
 // ValidateName says why name cannot be an environment's (it is part of paths), or nil. (A

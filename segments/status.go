@@ -64,40 +64,38 @@ func (e *Environment) snapshot() (*StoreStatus, uint64) {
 }
 
 // firstStatus is the last status and the cache generation or, before the first poll has
-// finished, those after a poll run once the one running (if any) is done, within ctx, so that
-// the first lookups get a true status.
+// finished, those after a poll, unless one finished meanwhile, within ctx, so that the first
+// lookups get a true status.
 func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
-	if st, gen := e.snapshot(); st != nil {
-		return st, gen
-	}
-	select {
-	case e.svc.polling <- struct{}{}:
-		if st, _ := e.snapshot(); st == nil {
-			e.svc.pollNow(ctx)
+	st, gen := e.snapshot()
+	if st == nil {
+		e.svc.poll(ctx, func() bool { st, _ := e.snapshot(); return st == nil })
+		if st, gen = e.snapshot(); st == nil {
+			st = &StoreStatus{Stale: true, CheckedAt: e.svc.now()}
 		}
-		<-e.svc.polling
-	case <-ctx.Done():
 	}
-	if st, gen := e.snapshot(); st != nil {
-		return st, gen
-	}
-	return &StoreStatus{Stale: true, CheckedAt: e.svc.now()}, 0
+	return st, gen
 }
 
 // Poll polls every environment now, once the poll running (if any), whose read may predate
 // what the caller changed, is done.
-func (s *Service) Poll(ctx context.Context) {
+func (s *Service) Poll(ctx context.Context) { s.poll(ctx, func() bool { return true }) }
+
+// poll takes the poll lock within ctx and polls if still needed: polls run one at a time, so
+// that a slow poll never overwrites a later one.
+func (s *Service) poll(ctx context.Context, needed func() bool) {
 	select {
 	case s.polling <- struct{}{}:
-		s.pollNow(ctx)
+		if needed() {
+			s.pollNow(ctx)
+		}
 		<-s.polling
 	case <-ctx.Done():
 	}
 }
 
-// pollNow polls, holding the poll lock: polls run one at a time, so that a slow poll never
-// overwrites a later one. A poll whose caller has gone (Run ending, a lookup's caller hanging
-// up) records nothing: that is no failure of the store.
+// pollNow polls, holding the poll lock. A poll whose caller has gone (Run ending, a lookup's
+// caller hanging up) records nothing: that is no failure of the store.
 func (s *Service) pollNow(ctx context.Context) {
 	readCtx, cancel := s.withTimeout(ctx)
 	defer cancel()
