@@ -1,7 +1,6 @@
 package segments
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,18 +162,18 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		reads = failAll(len(hashes), e.readFailed(ctx, hashes[0], err))
 	}
 	failed := 0
-	for i := range reads {
-		if reads[i].Err == nil && !reads[i].Membership.validUTF8() {
-			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
+	for i, r := range reads {
+		if r.Err == nil && !r.Membership.validUTF8() {
+			r = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
 		}
-		if reads[i].Err != nil && err == nil {
-			reads[i].Err = e.readFailed(ctx, hashes[i], reads[i].Err)
+		if r.Err != nil && err == nil {
+			r.Err = e.readFailed(ctx, hashes[i], r.Err)
 		}
-		if reads[i].Err != nil {
+		if reads[i] = r; r.Err != nil {
 			failed++
-			err = cmp.Or(err, reads[i].Err)
 		}
 	}
+	err = firstErr(reads) // the store's own error, if it failed, is every context's
 	e.obs.StoreRead(OpMemberships, time.Since(start), err)
 	end(err, attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", len(hashes)), attribute.Int("bigseg.read.failed", failed))
 	return reads
@@ -199,6 +198,15 @@ func safely(call func()) (err error) {
 		}
 	}()
 	call()
+	return nil
+}
+
+func firstErr(reads []Read) error {
+	for _, r := range reads {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
 	return nil
 }
 
