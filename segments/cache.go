@@ -1,24 +1,13 @@
 package segments
 
-import (
-	"sync"
-	"sync/atomic"
-	"time"
+import "time"
 
-	gocache "github.com/patrickmn/go-cache"
-)
-
-// cache holds an environment's recent memberships by hash within a bound, in a pair of
-// go-caches of one data generation (see the package documentation). A nil cache is off.
+// cache holds an environment's recent memberships by hash within a bound: a pair of maps of
+// one data generation (see the package documentation). Its Environment's lock guards it; the
+// zero cache is off.
 type cache struct {
-	half int // entries per go-cache, at most
-	now  func() time.Time
-	mu   sync.Mutex // held to insert, rotate and invalidate; hits take no lock
-	maps atomic.Pointer[cacheMaps]
-}
-
-type cacheMaps struct {
-	young, old *gocache.Cache
+	half       int // entries per map, at most; 0: the cache is off
+	young, old map[string]cacheEntry
 	generation uint64
 }
 
@@ -28,86 +17,58 @@ type cacheEntry struct {
 }
 
 // newCache returns a cache of at most size entries (at least two).
-func newCache(size int, now func() time.Time) *cache {
-	c := &cache{half: max(size/2, 1), now: now}
-	c.maps.Store(&cacheMaps{young: newGoCache(), old: newGoCache()})
-	return c
+func newCache(size int) cache {
+	return cache{half: max(size/2, 1), young: make(map[string]cacheEntry), old: make(map[string]cacheEntry)}
 }
 
-func newGoCache() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
-
-// get returns the membership cached for hash, unless expired; a hit in the old go-cache is
-// copied into the young one.
-func (c *cache) get(hash string) (Membership, bool) {
-	if c == nil {
-		return Membership{}, false
+// get returns the status, the cache generation and, unless absent or expired, the membership
+// cached for hash; a hit in the old map is copied into the young one.
+func (e *Environment) get(hash string) (st *StoreStatus, gen uint64, m Membership, hit bool) {
+	e.mu.RLock()
+	st, gen = e.status, e.cache.generation
+	en, young := e.cache.young[hash]
+	hit = young
+	if !young {
+		en, hit = e.cache.old[hash]
 	}
-	maps := c.maps.Load()
-	v, ok := maps.young.Get(hash)
-	promote := !ok
-	if promote {
-		if v, ok = maps.old.Get(hash); !ok {
-			return Membership{}, false
-		}
+	e.mu.RUnlock()
+	if !hit || e.svc.now().UnixNano() >= en.expires {
+		return st, gen, Membership{}, false
 	}
-	e := v.(cacheEntry)
-	if c.now().UnixNano() >= e.expires {
-		return Membership{}, false
+	if !young {
+		e.put(hash, en, gen)
 	}
-	if promote {
-		c.put(hash, e, maps.generation)
-	}
-	return e.m, true
+	return st, gen, en.m, true
 }
 
-// currentGeneration is the generation a read starting now belongs to.
-func (c *cache) currentGeneration() uint64 {
-	if c == nil {
-		return 0
-	}
-	return c.maps.Load().generation
-}
-
-// set caches m, read in generation gen, for ttl.
-func (c *cache) set(hash string, m Membership, gen uint64, ttl time.Duration) {
-	if c != nil {
-		c.put(hash, cacheEntry{m: m, expires: c.now().Add(ttl).UnixNano()}, gen)
-	}
-}
-
-// put stores e unless its generation is over, first rotating if e would take the young
-// go-cache past half the bound (replacing an entry takes no new room).
-func (c *cache) put(hash string, e cacheEntry, gen uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	maps := c.maps.Load()
-	if gen != maps.generation {
+// put caches en for hash unless its generation gen is over, first making the young map the
+// old one (dropping the old one whole) if en would take it past half the bound.
+func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := &e.cache
+	if c.half == 0 || gen != c.generation {
 		return
 	}
-	if maps.young.ItemCount() >= c.half {
-		if _, replaces := maps.young.Get(hash); !replaces {
-			maps = &cacheMaps{young: newGoCache(), old: maps.young, generation: gen}
-			c.maps.Store(maps)
-		}
+	if _, replaces := c.young[hash]; !replaces && len(c.young) >= c.half {
+		c.young, c.old = make(map[string]cacheEntry), c.young
 	}
-	maps.young.Set(hash, e, gocache.DefaultExpiration)
+	c.young[hash] = en
 }
 
 // invalidate starts a new generation, with an empty pair: nothing cached before is served.
+// The caller holds the Environment's lock.
 func (c *cache) invalidate() {
-	if c == nil {
-		return
+	c.generation++
+	if c.half > 0 {
+		c.young, c.old = make(map[string]cacheEntry), make(map[string]cacheEntry)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.maps.Store(&cacheMaps{young: newGoCache(), old: newGoCache(), generation: c.maps.Load().generation + 1})
 }
 
-// len counts entries, expired ones included; a promoted one counts twice, within the bound.
-func (c *cache) len() int {
-	if c == nil {
-		return 0
+// ttlFor is how long an answer read under st is cached.
+func (s *Service) ttlFor(st *StoreStatus) time.Duration {
+	if st.Cursor != "" {
+		return s.cursorTTL
 	}
-	maps := c.maps.Load()
-	return maps.young.ItemCount() + maps.old.ItemCount()
+	return s.cacheTTL
 }

@@ -39,59 +39,70 @@ func TestOneOffContextsDoNotStarveHotOnes(t *testing.T) {
 	}
 }
 
-func TestCacheGenerations(t *testing.T) {
-	now := time.Unix(0, 0)
-	c := newCache(6, func() time.Time { return now })
-	set := func(h string, m Membership) { c.set(h, m, c.currentGeneration(), time.Hour) }
+// cacheOf is an environment whose cache holds size entries, on a clock of its own, with
+// what tests do to its cache.
+func cacheOf(size int) (e *Environment, clk *clock, set func(hash string), hit func(hash string) bool) {
+	clk = newClock()
+	e = newOne(newFakeStore(), WithCache(size, time.Hour), WithClock(clk.Now)).Environment
 	m := NewMembership([]string{"a.g1"}, nil)
-	for _, h := range []string{"1", "2", "3"} { // fill the young generation
-		set(h, m)
+	set = func(h string) {
+		_, gen := e.snapshot()
+		e.put(h, cacheEntry{m: m, expires: clk.Now().Add(time.Hour).UnixNano()}, gen)
 	}
-	if got := c.len(); got != 3 {
+	hit = func(h string) bool { _, _, _, ok := e.get(h); return ok }
+	return e, clk, set, hit
+}
+
+func TestCacheGenerations(t *testing.T) {
+	c, clk, set, hit := cacheOf(6)
+	for _, h := range []string{"1", "2", "3"} { // fill the young map
+		set(h)
+	}
+	if got := c.CacheLen(); got != 3 {
 		t.Fatalf("len = %d, want 3", got)
 	}
-	// No room in the young generation for 4: it becomes the old one (1, 2, 3).
-	set("4", m)
-	if _, ok := c.get("1"); !ok { // a hit in the old generation is copied into the young one
+	// No room in the young map for 4: it becomes the old one (1, 2, 3).
+	set("4")
+	if !hit("1") { // a hit in the old map is copied into the young one
 		t.Fatal("1 was dropped before its generation")
 	}
-	set("5", m) // the young generation (4, 1, 5) is full
-	set("6", m) // rotate again, dropping (1, 2, 3)
+	set("5") // the young map (4, 1, 5) is full
+	set("6") // rotate again, dropping (1, 2, 3)
 	for _, h := range []string{"2", "3"} {
-		if _, ok := c.get(h); ok {
-			t.Errorf("%s, never looked up again, survived two generations", h)
+		if hit(h) {
+			t.Errorf("%s, never looked up again, survived two rotations", h)
 		}
 	}
 	for _, h := range []string{"1", "4", "5", "6"} {
-		if _, ok := c.get(h); !ok {
+		if !hit(h) {
 			t.Errorf("%s was dropped", h)
 		}
 	}
-	if got := c.len(); got > 6 {
+	if got := c.CacheLen(); got > 6 {
 		t.Errorf("len = %d, over the bound of 6", got)
 	}
-	now = now.Add(time.Hour)
-	if _, ok := c.get("1"); ok {
+	clk.Add(time.Hour)
+	if hit("1") {
 		t.Error("an entry was served at its TTL")
 	}
-	gen := c.currentGeneration()
-	c.invalidate()
-	if got := c.len(); got != 0 {
+	_, gen := c.snapshot()
+	c.mu.Lock()
+	c.cache.invalidate()
+	c.mu.Unlock()
+	if got := c.CacheLen(); got != 0 {
 		t.Errorf("len = %d after invalidate", got)
 	}
-	c.set("7", m, gen, time.Hour) // read before the change, finished after it
-	if _, ok := c.get("7"); ok {
+	c.put("7", cacheEntry{expires: clk.Now().Add(time.Hour).UnixNano()}, gen) // read before the change, finished after it
+	if hit("7") {
 		t.Error("an answer read in an older generation was served")
 	}
-	if got := c.len(); got != 0 {
+	if got := c.CacheLen(); got != 0 {
 		t.Errorf("len = %d after an answer of an older generation, want 0: it takes no room", got)
 	}
 }
 
-// The bound holds however many goroutines write at once: neither go-cache ever holds more than
+// The bound holds however many goroutines write at once: neither map ever holds more than
 // half of it, so the whole never holds more than all of it, at any moment and at the end.
-// Checking for room after inserting (and rotating under a lock only then) let concurrent
-// writers overfill the young go-cache, which then became an old one over half the bound.
 func TestCacheBoundUnderConcurrentWriters(t *testing.T) {
 	tests := []struct {
 		name                     string
@@ -103,9 +114,7 @@ func TestCacheBoundUnderConcurrentWriters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			now := time.Unix(0, 0)
-			c := newCache(tt.size, func() time.Time { return now })
-			m := NewMembership([]string{"a.g1"}, nil)
+			c, _, set, hit := cacheOf(tt.size)
 			var maxLen, maxHalf atomic.Int64
 			record := func(v *atomic.Int64, n int) {
 				for {
@@ -116,18 +125,18 @@ func TestCacheBoundUnderConcurrentWriters(t *testing.T) {
 				}
 			}
 			observe := func() {
-				record(&maxLen, c.len())
-				maps := c.maps.Load()
-				record(&maxHalf, max(maps.young.ItemCount(), maps.old.ItemCount()))
+				record(&maxLen, c.CacheLen())
+				c.mu.RLock()
+				record(&maxHalf, max(len(c.cache.young), len(c.cache.old)))
+				c.mu.RUnlock()
 			}
 			var wg sync.WaitGroup
 			for w := range tt.writers {
 				wg.Go(func() {
 					for i := range tt.perWriter {
-						key := strconv.Itoa(w) + "/" + strconv.Itoa(i)
-						c.set(key, m, c.currentGeneration(), time.Hour)
-						if i%3 == 0 { // hits, some in the old go-cache: promotions insert too
-							c.get(strconv.Itoa(w) + "/" + strconv.Itoa(i/2))
+						set(strconv.Itoa(w) + "/" + strconv.Itoa(i))
+						if i%3 == 0 { // hits, some in the old map: promotions insert too
+							hit(strconv.Itoa(w) + "/" + strconv.Itoa(i/2))
 						}
 						observe()
 					}
@@ -139,9 +148,9 @@ func TestCacheBoundUnderConcurrentWriters(t *testing.T) {
 				t.Errorf("len reached %d, over the bound of %d", got, bound)
 			}
 			if got, half := maxHalf.Load(), int64(tt.size/2); got > half {
-				t.Errorf("a go-cache held %d entries, over half the bound (%d)", got, half)
+				t.Errorf("a map held %d entries, over half the bound (%d)", got, half)
 			}
-			if got := c.len(); got > tt.size {
+			if got := c.CacheLen(); got > tt.size {
 				t.Errorf("len = %d at the end, over the bound of %d", got, tt.size)
 			}
 		})

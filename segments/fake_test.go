@@ -20,7 +20,7 @@ type fakeStore struct {
 	reads     atomic.Int64 // Memberships calls
 	hashes    atomic.Int64 // hashes read
 	metaReads atomic.Int64
-	block     chan struct{} // when set, Memberships waits for it to close before it answers
+	block     chan struct{} // when set, Memberships waits for it to close (or ctx to end) before it answers
 	metaBlock chan struct{} // when set, Metadata waits for it to close, then answers as at its call
 	inFlight  atomic.Int64  // Memberships calls running
 	maxFlight atomic.Int64  // the most ever running at once
@@ -79,7 +79,11 @@ func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
 	}
 	f.mu.Unlock()
 	if block != nil {
-		<-block
+		select {
+		case <-block:
+		case <-ctx.Done(): // as a store should
+			return failAll(len(hashes), ctx.Err())
+		}
 	}
 	return out
 }

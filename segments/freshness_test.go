@@ -176,3 +176,40 @@ func TestChangeAnsweredWithinOnePollInterval(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A lookup that begins after a poll has seen a change never gets a read begun before it:
+// with a slow store, the read of the old data is still out when the change is seen, and
+// every lookup begun after that reads the new data.
+func TestLookupAfterAChangeTakesNoEarlierRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, store, _ := newTestService(t, WithCache(1000, time.Hour), WithLookupTimeout(0))
+		store.patch("alice", []string{"old.g1"}, "v1")
+		s.Poll(ctx)
+		store.block = make(chan struct{})
+		before := make(chan Answer)
+		go func() { before <- s.LookupHash(ctx, Hash("alice")) }()
+		synctest.Wait() // its read is inside the store, with the old data
+		store.patch("alice", []string{"new.g1"}, "v2")
+		if st := s.Poll(ctx); st.Cursor != "v2" {
+			t.Fatalf("the poll after the change: %+v", st)
+		}
+		after := make(chan Answer)
+		for range 10 {
+			go func() { after <- s.LookupHash(ctx, Hash("alice")) }()
+		}
+		synctest.Wait()
+		store.mu.Lock()
+		close(store.block)
+		store.block = nil
+		store.mu.Unlock()
+		if r := <-before; r.Err != nil || included(r)[0] != "old.g1" {
+			t.Errorf("the lookup begun before the change: %v, %v", mapOf(r.Membership), r.Err)
+		}
+		for i := range 10 {
+			if r := <-after; r.Err != nil || included(r)[0] != "new.g1" || r.Status != Healthy {
+				t.Errorf("lookup %d begun after the change was seen: %v, %s, %v; want the new data", i, mapOf(r.Membership), r.Status, r.Err)
+			}
+		}
+	})
+}

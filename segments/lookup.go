@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/attribute"
 )
 
-const (
-	maxReadBatch         = 256              // misses in one read of a reader, at most
-	readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
-)
+const readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
 
 // Answer is what a lookup answers for one context.
 type Answer struct {
@@ -28,30 +26,57 @@ type Answer struct {
 // hash checked with ValidateHash). Before the first poll has finished it polls inline.
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 	if e.traced(ctx) {
-		return e.tracedLookup(ctx, hash)
+		return e.tracedLookup(ctx, []string{hash}, false)[0]
 	}
 	return e.lookupHash(ctx, hash)
 }
 
 func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
-	st := e.status.Load()
+	st, gen, m, hit := e.get(hash)
 	if st == nil {
 		var cancel context.CancelFunc
 		ctx, cancel = e.svc.withTimeout(ctx)
 		defer cancel()
-		st = e.firstStatus(ctx)
+		st, gen = e.firstStatus(ctx)
+		_, _, m, hit = e.get(hash)
 	}
-	if m, ok := e.cache.get(hash); ok {
+	if hit {
 		return e.answer(hash, m, st.LookupStatus(), true)
 	}
 	if st.Unreachable {
 		return e.failed(hash, ErrStoreUnreachable)
 	}
-	m, err := e.await(ctx, hash)
-	if err != nil {
-		return e.failed(hash, e.readFailed(ctx, hash, err))
+	return e.read(hash, e.readShared(ctx, hash, gen), gen, st)
+}
+
+// readShared reads hash once for every lookup of it that began in cache generation gen, and
+// never for one that began in another: a lookup that begins after a change never gets a read
+// begun before it. The read runs in the first caller's context: it takes a read slot only
+// while that caller waits, and if that caller goes first, the others read again.
+func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
+	ctx, cancel := e.svc.withTimeout(ctx)
+	defer cancel()
+	key := strconv.FormatUint(gen, 10) + " " + hash
+	for {
+		// DoChan, so that each caller waits only as long as its own context lasts; the read
+		// recovers a store's panic, which would otherwise end the process on DoChan's goroutine.
+		ch := e.flight.DoChan(key, func() (any, error) {
+			r := e.readStore(ctx, []string{hash}, e.slots)[0]
+			if r.Err == nil {
+				return r, nil
+			}
+			return r, ctx.Err() // not nil: its first caller left before it was read
+		})
+		select {
+		case res := <-ch:
+			if res.Err != nil && ctx.Err() == nil {
+				continue // read again, for this caller and those waiting with it
+			}
+			return res.Val.(Read)
+		case <-ctx.Done():
+			return Read{Err: e.readFailed(ctx, hash, context.Cause(ctx))}
+		}
 	}
-	return e.read(hash, m.read, m.gen, st)
 }
 
 // read answers for what the store read of hash in generation gen, and caches it.
@@ -59,11 +84,7 @@ func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Ans
 	if r.Err != nil {
 		return e.failed(hash, r.Err)
 	}
-	ttl := e.svc.cacheTTL
-	if st.Cursor != "" {
-		ttl = e.svc.cursorTTL
-	}
-	e.cache.set(hash, r.Membership, gen, ttl)
+	e.put(hash, cacheEntry{m: r.Membership, expires: e.svc.now().Add(e.svc.ttlFor(st)).UnixNano()}, gen)
 	return e.answer(hash, r.Membership, st.LookupStatus(), false)
 }
 
@@ -77,95 +98,10 @@ func (e *Environment) failed(hash string, err error) Answer {
 	return Answer{ContextHash: hash, Status: StoreError, Err: err}
 }
 
-// miss is one hash being read for every lookup of it.
-type miss struct {
-	hash         string
-	done         chan struct{} // closed once read and gen are set
-	read         Read
-	gen          uint64            // the cache generation the read started in
-	caller, span trace.SpanContext // the traced lookup that asked for the read, and the read's
-}
-
-// await reads hash once for all its lookups, by a reader of Run's or, while Run keeps none,
-// alone, until it is read, ctx ends or the lookup timeout passes (a timer of its own: a context
-// with a deadline costs five allocations more). A miss no reader takes in time is given up.
-func (e *Environment) await(ctx context.Context, hash string) (*miss, error) {
-	caller := e.caller(ctx)
-	ch := e.flight.DoChan(hash, func() (any, error) {
-		m := &miss{hash: hash, done: make(chan struct{}), caller: caller}
-		queued, stop := e.svc.lookupTimer()
-		defer stop()
-		select {
-		case e.misses <- m:
-			<-m.done
-		case <-*e.svc.readers.Load():
-			e.readBatch([]*miss{m})
-		case <-queued:
-			m.read.Err = e.svc.timeout
-		}
-		return m, nil
-	})
-	timeout, stop := e.svc.lookupTimer()
-	defer stop()
-	select {
-	case r := <-ch:
-		linkRead(ctx, r.Val.(*miss))
-		return r.Val.(*miss), nil
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	case <-timeout:
-		return nil, e.svc.timeout
-	}
-}
-
-// readMisses is a reader of Run's: it reads a miss and every miss already waiting in one call.
-func (e *Environment) readMisses(ctx context.Context) {
-	batch := make([]*miss, 0, maxReadBatch)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-e.misses:
-			batch = append(batch[:0], m)
-		}
-	more:
-		for len(batch) < maxReadBatch {
-			select {
-			case m := <-e.misses:
-				batch = append(batch, m)
-			default:
-				break more
-			}
-		}
-		e.readBatch(batch)
-		clear(batch)
-	}
-}
-
-// readBatch reads batch on a context of its own: one caller giving up fails no one else.
-func (e *Environment) readBatch(batch []*miss) {
-	hashes, callers := make([]string, len(batch)), make([]trace.SpanContext, len(batch))
-	for i, m := range batch {
-		hashes[i], callers[i] = m.hash, m.caller
-	}
-	ctx, cancel := e.svc.withTimeout(context.Background())
-	defer cancel()
-	ctx, span := e.startRead(ctx, len(hashes), callers...)
-	reads, gen := e.readStore(ctx, hashes)
-	endRead(span, reads)
-	for i, m := range batch {
-		m.read, m.gen = reads[i], gen
-		if span != nil {
-			m.span = span.SpanContext()
-		}
-		close(m.done)
-	}
-}
-
 // LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	if e.traced(ctx) {
-		return e.tracedBatch(ctx, hashes)
+		return e.tracedLookup(ctx, hashes, true)
 	}
 	return e.lookupBatch(ctx, hashes)
 }
@@ -173,11 +109,11 @@ func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer
 func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
-	st := e.firstStatus(ctx)
+	st, gen := e.firstStatus(ctx)
 	answers, missing := make([]Answer, len(hashes)), make(map[string]int) // hash -> index into toRead
 	var toRead []string
 	for i, h := range hashes {
-		if m, ok := e.cache.get(h); ok {
+		if _, _, m, hit := e.get(h); hit {
 			answers[i] = e.answer(h, m, st.LookupStatus(), true)
 		} else if _, ok := missing[h]; !ok {
 			missing[h] = len(toRead)
@@ -187,11 +123,9 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 	if len(toRead) == 0 {
 		return answers
 	}
-	reads, gen := failAll(len(toRead), ErrStoreUnreachable), uint64(0)
+	reads := failAll(len(toRead), ErrStoreUnreachable)
 	if !st.Unreachable {
-		ctx, span := e.startRead(ctx, len(toRead))
-		reads, gen = e.readStore(ctx, toRead)
-		endRead(span, reads)
+		reads = e.readStore(ctx, toRead, e.batchSlots, e.slots)
 	}
 	for i, h := range hashes {
 		if !answers[i].Cached {
@@ -199,16 +133,6 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 		}
 	}
 	return answers
-}
-
-// lookupTimer is a channel ready once the lookup timeout has passed (never, without one), and
-// what stops its timer.
-func (s *Service) lookupTimer() (<-chan time.Time, func() bool) {
-	if s.lookupTimeout <= 0 {
-		return nil, func() bool { return false }
-	}
-	t := time.NewTimer(s.lookupTimeout)
-	return t.C, t.Stop
 }
 
 // withTimeout bounds ctx by the lookup timeout, if there is one.
@@ -219,45 +143,71 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeout)
 }
 
-// readStore reads memberships once a read slot is free, with the cache generation the read
-// started in: one Read per hash, always (a store that panics or miscounts fails the read).
-func (e *Environment) readStore(ctx context.Context, hashes []string) ([]Read, uint64) {
-	select {
-	case e.slots <- struct{}{}:
-		defer func() { <-e.slots }()
-	case <-ctx.Done():
-		return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx))), 0
+// readStore reads memberships once it holds a slot of each semaphore, taken under ctx: a
+// caller that has gone takes none. It returns one Read per hash, always (a store that panics
+// or miscounts fails the read).
+func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
+	for _, sem := range sems {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		case <-ctx.Done():
+			return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx)))
+		}
 	}
-	gen, start := e.cache.currentGeneration(), time.Now()
+	ctx, end := e.svc.span(ctx, "read", false)
+	start := time.Now()
 	reads, err := e.storeMemberships(ctx, hashes)
 	if err != nil {
-		err = e.readFailed(ctx, hashes[0], err)
-		e.obs.StoreRead(OpMemberships, time.Since(start), err)
-		return failAll(len(hashes), err), gen
+		reads = failAll(len(hashes), e.readFailed(ctx, hashes[0], err))
 	}
-	for i := range reads {
-		if reads[i].Err == nil && !reads[i].Membership.validUTF8() {
-			reads[i] = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
+	failed := 0
+	for i, r := range reads {
+		if r.Err == nil && !r.Membership.validUTF8() {
+			r = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
 		}
-		if reads[i].Err != nil {
-			err = e.readFailed(ctx, hashes[i], reads[i].Err)
-			reads[i].Err = err
+		if r.Err != nil && err == nil {
+			r.Err = e.readFailed(ctx, hashes[i], r.Err)
+		}
+		if reads[i] = r; r.Err != nil {
+			failed++
 		}
 	}
+	err = firstErr(reads) // the store's own error, if it failed, is every context's
 	e.obs.StoreRead(OpMemberships, time.Since(start), err)
-	return reads, gen
+	end(err, attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", len(hashes)), attribute.Int("bigseg.read.failed", failed))
+	return reads
 }
 
 func (e *Environment) storeMemberships(ctx context.Context, hashes []string) (reads []Read, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			reads, err = nil, fmt.Errorf("store panicked: %v", v)
-		}
-	}()
-	if reads = e.Store.Memberships(ctx, hashes); len(reads) != len(hashes) {
+	if err := safely(func() { reads = e.Store.Memberships(ctx, hashes) }); err != nil {
+		return nil, err
+	}
+	if len(reads) != len(hashes) {
 		return nil, fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
 	}
 	return reads, nil
+}
+
+// safely runs a store call, a panic in it an error: a store that panics fails its read, on
+// every path, and the process goes on.
+func safely(call func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("store panicked: %v", v)
+		}
+	}()
+	call()
+	return nil
+}
+
+func firstErr(reads []Read) error {
+	for _, r := range reads {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
 }
 
 func failAll(n int, err error) []Read {
@@ -276,16 +226,15 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) er
 		e.log.Debug("lookup abandoned by its caller", "contextHash", hash)
 		return err
 	}
-	r, now := e.readErrs, e.svc.now()
-	r.mu.Lock()
-	if !r.logged.IsZero() && now.Sub(r.logged) < readErrorLogInterval {
-		r.unsaid++
-		r.mu.Unlock()
-		return err
+	now := e.svc.now()
+	e.mu.Lock()
+	unsaid, quiet := e.unsaid, !e.logged.IsZero() && now.Sub(e.logged) < readErrorLogInterval
+	if e.unsaid++; !quiet {
+		e.logged, e.unsaid = now, 0
 	}
-	unsaid := r.unsaid
-	r.logged, r.unsaid = now, 0
-	r.mu.Unlock()
-	e.log.Log(ctx, slog.LevelWarn, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
+	e.mu.Unlock()
+	if !quiet {
+		e.log.Log(ctx, slog.LevelWarn, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
+	}
 	return err
 }

@@ -2,8 +2,10 @@ package segments
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 )
 
 // brokenStore is a fakeStore whose Memberships breaks the Store contract.
@@ -64,6 +66,51 @@ func TestBrokenStoreFailsTheRead(t *testing.T) {
 					t.Errorf("once the store behaves: cached %v, %s, %v; want a healthy read", r.Cached, r.Status, r.Err)
 				}
 			}
+		})
+	}
+}
+
+// panickyMetadata is a fakeStore whose Metadata panics.
+type panickyMetadata struct{ *fakeStore }
+
+func (panickyMetadata) Metadata(context.Context) (Metadata, error) { panic("metadata bug") }
+
+// A store whose Metadata panics fails the poll as any failed read does, on every path a poll
+// takes: the environment is unavailable, lookups answer STORE_ERROR, and the process goes on.
+func TestPanickingMetadataFailsThePoll(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []Option
+		poll func(s one)
+	}{
+		{"a first lookup's inline poll", nil, func(s one) { s.LookupHash(context.Background(), Hash("alice")) }},
+		{"Poll", nil, func(s one) { s.Poll(context.Background()) }},
+		{"Run", nil, func(s one) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- s.Run(ctx) }()
+			synctest.Wait()
+			cancel()
+			<-done
+		}},
+		{"a read of every environment's metadata", []Option{WithMetadataRead(func(context.Context) []MetadataRead { panic("batch bug") })},
+			func(s one) { s.Poll(context.Background()) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logged strings.Builder
+				s := newOne(panickyMetadata{newFakeStore()}, append(tt.opts, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))...)
+				tt.poll(s)
+				if st, polled := s.Status(); !polled || st.Available {
+					t.Errorf("status after a panicking poll: %+v, polled %v; want unavailable", st, polled)
+				}
+				if r := s.LookupHash(context.Background(), Hash("bob")); r.Status != StoreError {
+					t.Errorf("lookup: %s, %v; want STORE_ERROR", r.Status, r.Err)
+				}
+				if !strings.Contains(logged.String(), "store panicked") {
+					t.Errorf("log %q does not say the store panicked", logged.String())
+				}
+			})
 		})
 	}
 }

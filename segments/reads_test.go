@@ -2,6 +2,7 @@ package segments
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,71 +16,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// Misses of different contexts that arrive while every reader of Run's is busy are read
-// together, by the next free reader, in one store call.
-func TestMissesForDifferentContextsShareOneRead(t *testing.T) {
-	tests := []struct {
-		name          string
-		readers       int
-		wantMostReads int64
-	}{
-		{"one reader", 1, 2},  // the blocked read, then the other 50 at once
-		{"two readers", 2, 4}, // two blocked reads, then the other 49 in one or two
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(tt.readers), WithLookupTimeout(0), WithPollInterval(time.Hour))
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error)
-				go func() { done <- s.Run(ctx) }()
-				synctest.Wait()
-				for i := range 51 {
-					store.put("user-"+strconv.Itoa(i), []string{"seg-" + strconv.Itoa(i) + ".g1"}, nil)
-				}
-				store.block = make(chan struct{})
-				var wg sync.WaitGroup
-				answers := make([]Answer, 51)
-				lookup := func(i int) {
-					wg.Go(func() { answers[i] = s.LookupHash(context.Background(), Hash("user-"+strconv.Itoa(i))) })
-				}
-				for i := range tt.readers { // occupy every reader first, then queue the rest
-					lookup(i)
-					synctest.Wait()
-				}
-				for i := tt.readers; i < 51; i++ {
-					lookup(i)
-				}
-				synctest.Wait()
-				store.mu.Lock()
-				close(store.block)
-				store.block = nil
-				store.mu.Unlock()
-				wg.Wait()
-				if got := store.reads.Load(); got < int64(tt.readers)+1 || got > tt.wantMostReads {
-					t.Errorf("store reads = %d, want %d to %d", got, tt.readers+1, tt.wantMostReads)
-				}
-				if got := store.hashes.Load(); got != 51 {
-					t.Errorf("hashes read = %d, want 51 (each once)", got)
-				}
-				for i, r := range answers {
-					if _, listed := mapOf(r.Membership)["seg-"+strconv.Itoa(i)+".g1"]; !listed || r.Err != nil {
-						t.Errorf("user-%d got %v, %v", i, mapOf(r.Membership), r.Err)
-					}
-				}
-				cancel()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-			})
-		})
-	}
-}
-
 // Lookups are read before Run, while it runs, while it stops and after: every miss is
-// answered and no goroutine is left behind. Run runs once.
+// answered and no goroutine is left behind.
 func TestLookupsAroundRun(t *testing.T) {
-	for round := range 200 {
+	for round := range 20 {
 		s, _, _ := newTestService(t, WithCache(0, 0), WithPollInterval(time.Hour))
 		ctx, cancel := context.WithCancel(context.Background())
 		start := make(chan struct{})
@@ -105,9 +45,6 @@ func TestLookupsAroundRun(t *testing.T) {
 		}
 		if n := failed.Load(); n > 0 {
 			t.Fatalf("round %d: %d lookups failed", round, n)
-		}
-		if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "has run") {
-			t.Fatalf("a second Run: %v, want an error", err)
 		}
 	}
 	goleak.VerifyNone(t)
@@ -252,33 +189,124 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
-// A miss that no reader takes within the lookup timeout is given up, not left queued until the
-// store answers again: a slow store holds no goroutine, and owes no read, per context asked for.
-func TestQueuedMissGivenUp(t *testing.T) {
+// A miss whose callers have all gone (hung up, or past their deadline) while it waited for
+// a read slot is never read: a slow store owes no read to callers that left, and reads for
+// those still waiting first.
+func TestAbandonedMissIsNotRead(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		timeout time.Duration                   // of the callers that leave: none, or this deadline
+		leave   func(cancel context.CancelFunc) // what makes them leave
+	}{
+		{"callers hung up", 0, func(cancel context.CancelFunc) { cancel() }},
+		{"callers' deadline passed", time.Second, func(context.CancelFunc) { time.Sleep(time.Second) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(time.Minute), WithPollInterval(time.Hour))
+				runCtx, stop := context.WithCancel(context.Background())
+				done := make(chan error)
+				go func() { done <- s.Run(runCtx) }()
+				synctest.Wait()
+				store.block = make(chan struct{})
+				first := make(chan Answer)
+				go func() { first <- s.LookupHash(context.Background(), Hash("first")) }() // takes the one read slot
+				synctest.Wait()
+				ctx, cancel := context.WithCancel(context.Background())
+				if tt.timeout > 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), tt.timeout)
+				}
+				gone := make(chan Answer)
+				for i := range 10 {
+					go func() { gone <- s.LookupHash(ctx, Hash("gone-"+strconv.Itoa(i))) }()
+				}
+				synctest.Wait()
+				tt.leave(cancel)
+				for range 10 {
+					if a := <-gone; a.Status != StoreError || a.Err == nil {
+						t.Errorf("a lookup that left: %s, %v; want STORE_ERROR", a.Status, a.Err)
+					}
+				}
+				store.mu.Lock()
+				close(store.block)
+				store.block = nil
+				store.mu.Unlock()
+				<-first
+				synctest.Wait()
+				if got := store.hashes.Load(); got != 1 {
+					t.Errorf("%d contexts read, want 1: misses were read after their callers left", got)
+				}
+				cancel()
+				stop()
+				<-done
+			})
+		})
+	}
+}
+
+// A lookup that joined a read whose first caller then left reads again itself: it is not
+// failed for another caller's leaving.
+func TestWaiterReadsAgainWhenTheFirstCallerLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := newFakeStore()
-		store.setMeta(time.Now(), nil)
-		block := make(chan struct{})
-		store.block = block
-		s := newOne(store, WithReadsInFlight(1), WithLookupTimeout(time.Second))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
-		synctest.Wait()
-		go s.LookupHash(context.Background(), Hash("first")) // the one reader waits in the store
-		synctest.Wait()
-		for i := range 10 {
-			if a := s.LookupHash(context.Background(), Hash("queued-"+strconv.Itoa(i))); a.Status != StoreError {
-				t.Errorf("lookup %d behind a stuck reader: %v, want %v", i, a.Status, StoreError)
-			}
+		s, store, _ := newTestService(t, WithCache(0, 0), WithLookupTimeout(0))
+		s.Poll(context.Background())
+		store.put("alice", []string{"a.g1"}, nil)
+		store.block = make(chan struct{})
+		ctx, leave := context.WithCancel(context.Background())
+		first, second := make(chan Answer), make(chan Answer)
+		go func() { first <- s.LookupHash(ctx, Hash("alice")) }()
+		synctest.Wait() // its read is inside the store
+		go func() { second <- s.LookupHash(context.Background(), Hash("alice")) }()
+		synctest.Wait() // waiting for the same read
+		if got := store.reads.Load(); got != 1 {
+			t.Fatalf("store reads = %d with the second lookup waiting, want 1: it shares the read", got)
+		}
+		leave()
+		if r := <-first; !errors.Is(r.Err, context.Canceled) || r.Status != StoreError {
+			t.Errorf("the caller that left: %s, %v", r.Status, r.Err)
 		}
 		synctest.Wait()
-		close(block)
-		synctest.Wait()
-		if got := store.hashes.Load(); got != 1 {
-			t.Errorf("%d contexts read once the store answered, want 1: the given-up misses were still queued", got)
+		store.mu.Lock()
+		close(store.block)
+		store.block = nil
+		store.mu.Unlock()
+		if r := <-second; r.Err != nil || r.Membership.Len() != 1 || r.Status != Healthy {
+			t.Errorf("the caller that stayed: %v, %s, %v; want its answer", mapOf(r.Membership), r.Status, r.Err)
 		}
-		cancel()
-		<-done
+		if got := store.reads.Load(); got != 2 {
+			t.Errorf("store reads = %d, want 2: the read abandoned, then the second caller's own", got)
+		}
+	})
+}
+
+// Batches take at most half the read slots: while batches wait for the store, a single lookup
+// still gets a slot of its own, and the bound on reads in flight holds.
+func TestBatchesLeaveSlotsToSingleLookups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(4), WithLookupTimeout(0))
+		s.Poll(ctx)
+		store.block = make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() { s.LookupBatch(ctx, []string{Hash("batch-" + strconv.Itoa(i))}) })
+		}
+		synctest.Wait()
+		if got := store.inFlight.Load(); got != 2 {
+			t.Errorf("%d batch reads in the store, want 2: half the 4 slots", got)
+		}
+		wg.Go(func() { s.LookupHash(ctx, Hash("single")) })
+		synctest.Wait()
+		if got := store.inFlight.Load(); got != 3 {
+			t.Errorf("%d reads in the store with a single lookup behind 4 waiting batches, want 3: the single one's too", got)
+		}
+		store.mu.Lock()
+		close(store.block)
+		store.block = nil
+		store.mu.Unlock()
+		wg.Wait()
+		if got := store.maxFlight.Load(); got > 4 {
+			t.Errorf("%d reads in the store at once, over the bound of 4", got)
+		}
 	})
 }

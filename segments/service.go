@@ -42,10 +42,7 @@ type Service struct {
 	observer                                                     func(*Environment) Observer
 	tracer                                                       trace.Tracer // nil: no spans
 
-	polls    singleflight.Group            // one key: one poll at a time, shared meanwhile
-	pollSeq  atomic.Uint64                 // polls begun
-	idle     *chan struct{}                // closed: readers holds it while Run keeps no readers
-	readers  atomic.Pointer[chan struct{}] // closed while Run keeps no readers: lookups read their misses themselves
+	polling  chan struct{}                 // held (one in it) by the poll running: one at a time
 	changes  atomic.Pointer[chan struct{}] // closed, and replaced, by a poll that changes something
 	draining atomic.Bool
 }
@@ -57,21 +54,22 @@ type Environment struct {
 	Prefix string // the key prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
 	Store  Store
 
-	svc      *Service
-	log      *slog.Logger
-	obs      Observer
-	cache    *cache
-	status   *atomic.Pointer[StoreStatus] // published by polls
-	flight   *singleflight.Group          // one read of a hash at a time
-	misses   chan *miss                   // to Run's readers
-	slots    chan struct{}                // the semaphore of store reads in flight
-	readErrs *errorLog
+	svc    *Service
+	log    *slog.Logger
+	obs    Observer
+	*state // behind a pointer, so that Environments are values callers can copy
 }
 
-type errorLog struct { // when a failed read was last logged, and how many failed since then
-	mu     sync.Mutex
-	logged time.Time
-	unsaid int
+// state is what an Environment shares with its lookups and polls.
+type state struct {
+	mu         sync.RWMutex // guards status, cache, logged and unsaid
+	status     *StoreStatus // nil before the first poll
+	cache      cache
+	logged     time.Time          // when a failed read was last logged
+	unsaid     int                // failed reads since then
+	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
+	slots      chan struct{}      // the semaphore of store reads in flight
+	batchSlots chan struct{}      // batches' share of them: at most half, so that single lookups always have some
 }
 
 // ValidateName says why name cannot be an environment's (it is part of paths), or nil. (A
@@ -110,7 +108,8 @@ func WithStaleAfter(d time.Duration) Option { return func(s *Service) { s.staleA
 // WithLookupTimeout bounds how long a lookup, batch or poll waits for the store; zero: no bound.
 func WithLookupTimeout(d time.Duration) Option { return func(s *Service) { s.lookupTimeout = d } }
 
-// WithReadsInFlight bounds an environment's store reads at once: Run keeps as many readers.
+// WithReadsInFlight bounds an environment's store reads at once; batches take at most half of
+// them (at least one).
 func WithReadsInFlight(n int) Option { return func(s *Service) { s.readsInFlight = n } }
 
 // WithReadyRequiresFresh makes Readiness false while data is stale, not only unavailable.
@@ -141,7 +140,7 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 	s := &Service{cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, cursorTTL: DefaultCursorTTL,
 		pollInterval: DefaultPollInterval, staleAfter: DefaultStaleAfter, lookupTimeout: DefaultLookupTimeout,
 		readsInFlight: DefaultReadsInFlight, now: time.Now, log: slog.New(slog.DiscardHandler),
-		observer: func(*Environment) Observer { return nopObserver{} }}
+		observer: func(*Environment) Observer { return nopObserver{} }, polling: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -154,9 +153,6 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 	s.pollInterval, s.readsInFlight = min(s.pollInterval, s.staleAfter), max(s.readsInFlight, 1)
 	// A deadline exceeded, so that logs and metrics give it that code.
 	s.timeout = fmt.Errorf("no answer within %v: %w", s.lookupTimeout, context.DeadlineExceeded)
-	s.idle = new(make(chan struct{}))
-	close(*s.idle)
-	s.readers.Store(s.idle)
 	s.changes.Store(new(make(chan struct{})))
 	if s.read == nil {
 		s.read = s.readEach
@@ -175,11 +171,10 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 			return nil, fmt.Errorf("environment %q has no store", in.Name)
 		}
 		seen[in.Name] = true
-		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: s.log,
-			status: new(atomic.Pointer[StoreStatus]), flight: new(singleflight.Group), misses: make(chan *miss),
-			slots: make(chan struct{}, s.readsInFlight), readErrs: new(errorLog)}
+		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: s.log, state: &state{
+			slots: make(chan struct{}, s.readsInFlight), batchSlots: make(chan struct{}, max(s.readsInFlight/2, 1))}}
 		if s.cacheTTL > 0 && s.cacheSize > 0 {
-			e.cache = newCache(max(s.cacheSize/len(envs), 1), s.now)
+			e.cache = newCache(max(s.cacheSize/len(envs), 2))
 		}
 		if len(envs) > 1 {
 			e.log = s.log.With("environment", e.Name)
@@ -197,7 +192,11 @@ func (s *Service) Environments() []*Environment { return s.envs }
 func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
 // CacheLen is how many entries the environment's cache holds.
-func (e *Environment) CacheLen() int { return e.cache.len() }
+func (e *Environment) CacheLen() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.cache.young) + len(e.cache.old)
+}
 
 // Changes returns a channel closed by the next poll that changes an environment's Available,
 // Stale or data: take it, read the statuses, wait, and take it again. A subscriber never holds

@@ -182,32 +182,6 @@ func TestConcurrentMissesShareOneRead(t *testing.T) {
 	})
 }
 
-func TestCancelledCallerDoesNotFailOthers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, store, _ := newTestService(t, WithCache(0, 0), WithLookupTimeout(0))
-		s.Poll(context.Background())
-		store.put("alice", []string{"a.g1"}, nil)
-		store.block = make(chan struct{})
-		ctx, cancel := context.WithCancel(context.Background())
-		first := make(chan Answer)
-		go func() { first <- s.LookupHash(ctx, Hash("alice")) }()
-		second := make(chan Answer)
-		go func() { second <- s.LookupHash(context.Background(), Hash("alice")) }()
-		synctest.Wait() // both wait on the one read
-		cancel()
-		if r := <-first; !errors.Is(r.Err, context.Canceled) || r.Status != StoreError {
-			t.Errorf("cancelled caller: status %s, err %v", r.Status, r.Err)
-		}
-		close(store.block)
-		if r := <-second; r.Err != nil || r.Membership.Len() != 1 {
-			t.Errorf("other caller: %v, %v", mapOf(r.Membership), r.Err)
-		}
-		if got := store.reads.Load(); got != 1 {
-			t.Errorf("store reads = %d, want 1", got)
-		}
-	})
-}
-
 func TestLookupBatch(t *testing.T) {
 	ctx := context.Background()
 	s, store, _ := newTestService(t)

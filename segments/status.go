@@ -1,10 +1,12 @@
 package segments
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
@@ -46,88 +48,99 @@ func (s StoreStatus) LookupStatus() LookupStatus {
 // Status returns the environment's last polled status, never reading the store, and false
 // before the first poll has finished (unavailable and stale, as never synchronized).
 func (e *Environment) Status() (StoreStatus, bool) {
-	if st := e.status.Load(); st != nil {
-		return *st, true
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.status != nil {
+		return *e.status, true
 	}
 	return StoreStatus{Stale: true}, false
 }
 
-// firstStatus is the last status or, before the first poll has finished, that of a poll
-// shared with every other caller and with Run, so that the first lookups get a true status.
-func (e *Environment) firstStatus(ctx context.Context) *StoreStatus {
-	if st := e.status.Load(); st != nil {
-		return st
+// snapshot is the last status (nil before the first poll) and the cache generation.
+func (e *Environment) snapshot() (*StoreStatus, uint64) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.status, e.cache.generation
+}
+
+// firstStatus is the last status and the cache generation or, before the first poll has
+// finished, those after a poll, unless one finished meanwhile, within ctx, so that the first
+// lookups get a true status.
+func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
+	st, gen := e.snapshot()
+	if st == nil {
+		e.svc.poll(ctx, func() bool { st, _ := e.snapshot(); return st == nil })
+		if st, gen = e.snapshot(); st == nil {
+			st = &StoreStatus{Stale: true, CheckedAt: e.svc.now()}
+		}
 	}
+	return st, gen
+}
+
+// Poll polls every environment now, once the poll running (if any), whose read may predate
+// what the caller changed, is done.
+func (s *Service) Poll(ctx context.Context) { s.poll(ctx, func() bool { return true }) }
+
+// poll takes the poll lock within ctx and polls if still needed: polls run one at a time, so
+// that a slow poll never overwrites a later one.
+func (s *Service) poll(ctx context.Context, needed func() bool) {
 	select {
-	case <-e.svc.polls.DoChan("", func() (any, error) {
-		if e.status.Load() == nil {
-			return e.svc.pollNow(context.WithoutCancel(ctx)), nil
+	case s.polling <- struct{}{}:
+		if needed() {
+			s.pollNow(ctx)
 		}
-		return e.svc.pollSeq.Load(), nil
-	}):
-		if st := e.status.Load(); st != nil {
-			return st
-		}
+		<-s.polling
 	case <-ctx.Done():
 	}
-	return &StoreStatus{Stale: true, CheckedAt: e.svc.now()}
 }
 
-// Poll polls every environment now, after waiting out a poll already running (its read may
-// predate what the caller changed).
-func (s *Service) Poll(ctx context.Context) {
-	if before := s.pollSeq.Load(); s.poll(ctx) <= before {
-		s.poll(ctx)
-	}
-}
-
-// poll runs a poll, or joins the one running, and returns its number: one at a time, so
-// that a slow poll never overwrites a later one.
-func (s *Service) poll(ctx context.Context) uint64 {
-	v, _, _ := s.polls.Do("", func() (any, error) { return s.pollNow(ctx), nil })
-	return v.(uint64)
-}
-
-func (s *Service) pollNow(ctx context.Context) uint64 {
-	seq := s.pollSeq.Add(1)
+// pollNow polls, holding the poll lock. A poll whose caller has gone (Run ending, a lookup's
+// caller hanging up) records nothing: that is no failure of the store.
+func (s *Service) pollNow(ctx context.Context) {
 	readCtx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	start := time.Now()
-	readCtx, span := s.startPoll(readCtx)
-	reads := s.read(readCtx)
-	endPoll(span, reads)
-	if ctx.Err() != nil { // Run is ending: no answer from the store, but no failure of it either
-		return seq
+	readCtx, end := s.span(readCtx, "poll", true)
+	var reads []MetadataRead
+	panicked := safely(func() { reads = s.read(readCtx) })
+	failed := panicked
+	for i := range s.envs {
+		if i == len(reads) { // a read that panicked, or answered for fewer environments
+			reads = append(reads, MetadataRead{Err: cmp.Or(panicked, errors.New("read metadata: no answer for the store"))})
+		}
+		failed = cmp.Or(failed, reads[i].Err)
+	}
+	end(failed, attribute.Int("bigseg.environments", len(s.envs)))
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return
 	}
 	d, changed := time.Since(start), false
 	s.envs[0].obs.StoreRead(OpMetadata, d, nil) // one read for all: its failures are each environment's StatusPolled
 	for i, e := range s.envs {
-		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
-		if i < len(reads) {
-			r = reads[i]
-		}
-		changed = e.record(r.Metadata, r.Err) || changed
+		changed = e.record(reads[i].Metadata, reads[i].Err) || changed
 	}
 	if changed {
 		close(*s.changes.Swap(new(make(chan struct{}))))
 	}
-	return seq
 }
 
 // readEach is the metadata read without WithMetadataRead.
 func (s *Service) readEach(ctx context.Context) []MetadataRead {
 	reads := make([]MetadataRead, len(s.envs))
 	for i, e := range s.envs {
-		reads[i].Metadata, reads[i].Err = e.Store.Metadata(ctx)
+		if err := safely(func() { reads[i].Metadata, reads[i].Err = e.Store.Metadata(ctx) }); err != nil {
+			reads[i].Err = err
+		}
 	}
 	return reads
 }
 
 // record publishes the status after a poll that read md and err, and says whether
-// Available, Stale or the data (a new cursor, which drops the cache first) changed.
+// Available, Stale or the data (a new cursor, which drops the cache with it) changed.
 func (e *Environment) record(md Metadata, err error) bool {
-	now, prev := e.svc.now(), e.status.Load()
-	st := StoreStatus{}
+	now := e.svc.now()
+	e.mu.Lock()
+	prev, st := e.status, StoreStatus{}
 	if prev != nil {
 		st = *prev
 	}
@@ -147,7 +160,8 @@ func (e *Environment) record(md Metadata, err error) bool {
 	if dataChanged {
 		e.cache.invalidate()
 	}
-	e.status.Store(&st)
+	e.status = &st
+	e.mu.Unlock()
 	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
 	e.obs.StatusPolled(st, err, changed)
 	if dataChanged {
@@ -179,20 +193,9 @@ func (s *Service) errAttrs(err error) []any {
 	return []any{"code", s.errorCode(err), "err", err.Error()}
 }
 
-// Run is the poll loop, and keeps each environment's store readers, until ctx ends; it
-// returns once every goroutine it started has finished. It runs once.
+// Run is the poll loop of every environment: it polls at once, then every poll interval (every
+// second while a store is unreachable, if sooner), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	gone := make(chan struct{})
-	if !s.readers.CompareAndSwap(s.idle, &gone) {
-		return errors.New("segments: Run is already running or has run")
-	}
-	var wg sync.WaitGroup
-	defer func() { wg.Wait(); close(gone) }() // lookups read what is still queued then
-	for _, e := range s.envs {
-		for range s.readsInFlight {
-			wg.Go(func() { e.readMisses(ctx) })
-		}
-	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -200,10 +203,10 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
-			s.poll(ctx)
+			s.Poll(ctx)
 			next := s.pollInterval
 			for _, e := range s.envs {
-				if st := e.status.Load(); st != nil && st.Unreachable {
+				if st, _ := e.Status(); st.Unreachable {
 					next = min(next, recoveryPollInterval)
 				}
 			}

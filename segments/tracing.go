@@ -1,6 +1,7 @@
 package segments
 
 import (
+	"cmp"
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -9,8 +10,8 @@ import (
 )
 
 // WithTracerProvider makes spans of lookups beneath their callers' recording spans, of the
-// store reads that serve them, and of polls; nil, the default, makes none, and a lookup then
-// runs no code of OpenTelemetry's. See the package documentation.
+// store reads they begin, and of polls; nil, the default, makes none, and a lookup then runs
+// no code of OpenTelemetry's. See the package documentation.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(s *Service) {
 		if tp != nil {
@@ -24,26 +25,17 @@ func (e *Environment) traced(ctx context.Context) bool {
 	return e.svc.tracer != nil && trace.SpanFromContext(ctx).IsRecording()
 }
 
-// tracedLookup is LookupHash in a span of its own.
-func (e *Environment) tracedLookup(ctx context.Context, hash string) Answer {
-	ctx, span := e.svc.tracer.Start(ctx, "lookup")
-	a := e.lookupHash(ctx, hash)
-	cache := "miss"
-	if a.Cached {
-		cache = "hit"
+// tracedLookup is LookupHash (one hash) or LookupBatch in a span of its own, with the
+// environment, the worst status, and whether the cache answered (a batch: how many hits).
+func (e *Environment) tracedLookup(ctx context.Context, hashes []string, batch bool) []Answer {
+	ctx, end := e.svc.span(ctx, "lookup", false)
+	var answers []Answer
+	if batch {
+		answers = e.lookupBatch(ctx, hashes)
+	} else {
+		answers = []Answer{e.lookupHash(ctx, hashes[0])}
 	}
-	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.String("bigseg.cache", cache),
-		attribute.String("bigseg.lookup.status", string(a.Status)))
-	endWith(span, a.Err)
-	return a
-}
-
-// tracedBatch is LookupBatch in a span of its own, with its worst status; its read is a
-// child of it.
-func (e *Environment) tracedBatch(ctx context.Context, hashes []string) []Answer {
-	ctx, span := e.svc.tracer.Start(ctx, "lookup")
-	answers := e.lookupBatch(ctx, hashes)
-	status, hits := Healthy, 0
+	status, hits, err := Healthy, 0, error(nil)
 	for _, a := range answers {
 		if a.Status == StoreError || a.Status == Stale && status == Healthy {
 			status = a.Status
@@ -51,97 +43,39 @@ func (e *Environment) tracedBatch(ctx context.Context, hashes []string) []Answer
 		if a.Cached {
 			hits++
 		}
+		err = cmp.Or(err, a.Err)
 	}
-	span.SetAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.lookup.contexts", len(hashes)),
-		attribute.Int("bigseg.cache.hits", hits), attribute.String("bigseg.lookup.status", string(status)))
-	if status == StoreError {
-		span.SetStatus(codes.Error, "contexts not read")
+	attrs := []attribute.KeyValue{attribute.String("bigseg.environment", e.Name), attribute.String("bigseg.lookup.status", string(status))}
+	switch {
+	case batch:
+		attrs = append(attrs, attribute.Int("bigseg.lookup.contexts", len(hashes)), attribute.Int("bigseg.cache.hits", hits))
+	case hits == 1:
+		attrs = append(attrs, attribute.String("bigseg.cache", "hit"))
+	default:
+		attrs = append(attrs, attribute.String("bigseg.cache", "miss"))
 	}
-	span.End()
+	end(err, attrs...)
 	return answers
 }
 
-// caller is the span of a traced lookup, for the read that serves it to link to; zero when
-// the lookup is not traced.
-func (e *Environment) caller(ctx context.Context) trace.SpanContext {
-	if !e.traced(ctx) {
-		return trace.SpanContext{}
+// span starts a span beneath ctx's if that one is recorded (a root, for root), and returns
+// what ends it, an error with err's text if err is set (store errors carry no credential:
+// storage/redis redacts its URLs, and no other error quotes one). Without a tracer, or beneath
+// a span not recorded, it starts none.
+func (s *Service) span(ctx context.Context, name string, root bool) (context.Context, func(err error, attrs ...attribute.KeyValue)) {
+	if s.tracer == nil || !root && !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, func(error, ...attribute.KeyValue) {}
 	}
-	return trace.SpanContextFromContext(ctx)
-}
-
-// startRead starts the span of a read of n contexts: a batch's beneath the batch's span; a
-// shared one beneath the first traced lookup that asked for it, linked to every one (a lookup
-// that joined one already asked for links to it from its side); none when nothing it serves
-// is traced. endRead ends it.
-func (e *Environment) startRead(ctx context.Context, n int, callers ...trace.SpanContext) (context.Context, trace.Span) {
-	if e.svc.tracer == nil {
-		return ctx, nil
+	var opts []trace.SpanStartOption
+	if root {
+		opts = append(opts, trace.WithNewRoot())
 	}
-	attrs := trace.WithAttributes(attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", n))
-	if trace.SpanFromContext(ctx).IsRecording() {
-		return e.svc.tracer.Start(ctx, "read", attrs)
-	}
-	var links []trace.Link
-	for _, c := range callers {
-		if c.IsValid() {
-			links = append(links, trace.Link{SpanContext: c})
+	ctx, span := s.tracer.Start(ctx, name, opts...)
+	return ctx, func(err error, attrs ...attribute.KeyValue) {
+		span.SetAttributes(attrs...)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
 		}
+		span.End()
 	}
-	if len(links) == 0 {
-		return ctx, nil
-	}
-	return e.svc.tracer.Start(trace.ContextWithSpanContext(ctx, links[0].SpanContext), "read", trace.WithLinks(links...), attrs)
-}
-
-// endRead ends a read's span, an error if a context could not be read.
-func endRead(span trace.Span, read []Read) {
-	if span == nil {
-		return
-	}
-	failed := 0
-	for _, r := range read {
-		if r.Err != nil {
-			failed++
-			span.SetStatus(codes.Error, r.Err.Error())
-		}
-	}
-	span.SetAttributes(attribute.Int("bigseg.read.failed", failed))
-	span.End()
-}
-
-// linkRead links a traced lookup to the read that served it.
-func linkRead(ctx context.Context, m *miss) {
-	if m.span.IsValid() {
-		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: m.span})
-	}
-}
-
-// startPoll starts a poll's span: a root, never part of a lookup's trace; nil when untraced.
-func (s *Service) startPoll(ctx context.Context) (context.Context, trace.Span) {
-	if s.tracer == nil {
-		return ctx, nil
-	}
-	return s.tracer.Start(ctx, "poll", trace.WithNewRoot(), trace.WithAttributes(attribute.Int("bigseg.environments", len(s.envs))))
-}
-
-func endPoll(span trace.Span, reads []MetadataRead) {
-	if span == nil {
-		return
-	}
-	for _, r := range reads {
-		if r.Err != nil {
-			span.SetStatus(codes.Error, r.Err.Error())
-		}
-	}
-	span.End()
-}
-
-// endWith ends span, an error with err's text if err is set (store errors carry no
-// credential: storage/redis redacts its URLs, and no other error quotes one).
-func endWith(span trace.Span, err error) {
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }

@@ -70,7 +70,7 @@ type config struct {
 	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
 	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
 	LookupTimeout              time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
-	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once; cache misses arriving meanwhile are read together, in one pipeline"`
+	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them"`
 	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
 	MaxBatch                   int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships"`
 	MaxBatchRefs               int           `envconfig:"MAX_BATCH_REFS" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
