@@ -127,7 +127,7 @@ func TestCacheBoundUnderConcurrentWriters(t *testing.T) {
 			observe := func() {
 				record(&maxLen, c.CacheLen())
 				c.mu.RLock()
-				record(&maxHalf, max(len(c.cache.young), len(c.cache.old)))
+				record(&maxHalf, max(c.cache.young.ItemCount(), c.cache.old.ItemCount()))
 				c.mu.RUnlock()
 			}
 			var wg sync.WaitGroup

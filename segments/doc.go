@@ -46,12 +46,13 @@
 // the cursor TTL (WithCursorTTL, an hour) while the store has a cursor, since a new cursor
 // drops it anyway, and for the cache TTL (WithCache, the SDKs' 5 s) while it has none.
 //
-// The bound (WithCache, shared evenly by the environments) is kept by a pair of maps: new
-// entries go into the young one; an entry that would take it past half the bound first makes
+// The cache is go-cache, which has no size bound of its own. The bound (WithCache, shared
+// evenly by the environments) is kept by a pair of go-caches: new entries go into the young one; an entry that would take it past half the bound first makes
 // it the old one, dropping the previous old one whole; a hit in the old one is copied into the
 // young one. Every operation is O(1), the cache never holds more than its bound, and a context
 // looked up at least once per half-bound of new entries stays cached until its TTL, however
-// many one-off contexts pass through. Entries carry their expiry on the injected clock.
+// many one-off contexts pass through. go-cache's own expiry reads time.Now, which tests cannot
+// move, so it is off and entries carry their expiry on the injected clock.
 //
 // Invalidation is by generation. The Relay Proxy applies every change in one transaction that
 // also sets the store's cursor. When a poll finds a new cursor, the environment replaces its

@@ -195,7 +195,10 @@ func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 func (e *Environment) CacheLen() int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return len(e.cache.young) + len(e.cache.old)
+	if e.cache.young == nil {
+		return 0
+	}
+	return e.cache.young.ItemCount() + e.cache.old.ItemCount()
 }
 
 // Changes returns a channel closed by the next poll that changes an environment's Available,
