@@ -20,6 +20,9 @@ type Reply struct {
 	Body   []byte
 	// Hang makes the proxy answer nothing until the client gives up (or the test ends).
 	Hang bool
+	// KeepChecksum sends Header's X-Amz-Crc32 as it is, whatever the body: a body cut short
+	// in transit. Else the proxy sends the checksum of Body.
+	KeepChecksum bool
 }
 
 // Rule decides the reply to the n-th call (from 1) of an operation; forward sends the call
@@ -108,8 +111,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tr http.RoundTripp
 			w.Header()[k] = vs
 		}
 	}
-	// The SDK checks DynamoDB's replies against this checksum: a rewritten body needs its own.
-	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(reply.Body)), 10))
+	// The client checks DynamoDB's replies against this checksum: a rewritten body needs its own.
+	if !reply.KeepChecksum {
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(reply.Body)), 10))
+	}
 	w.WriteHeader(reply.Status)
 	_, _ = w.Write(reply.Body)
 }

@@ -1,11 +1,15 @@
 package dynamodb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	smithy "github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.opentelemetry.io/otel/trace"
 
@@ -99,6 +104,10 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 	}
 	cfg.RetryMaxAttempts, cfg.RetryMode = 0, "" // the retryer above decides
 	client := awsdynamodb.NewFromConfig(cfg, func(do *awsdynamodb.Options) {
+		// The SDK's own check of the checksum runs as the body is closed, after decoding,
+		// and only logs a mismatch: checksumMiddleware's fails the call before.
+		do.DisableValidateResponseChecksum = true
+		do.APIOptions = append(do.APIOptions, addChecksum)
 		if o.Observer != nil {
 			do.APIOptions = append(do.APIOptions, addObserver(o.Observer))
 		}
@@ -162,4 +171,35 @@ func ErrorCode(err error) string {
 		return "http_5xx"
 	}
 	return "other"
+}
+
+// checksumMiddleware checks the body of every answer against its X-Amz-Crc32 (DynamoDB sends
+// one with each) before it is decoded, and fails the call if they differ: a body cut short,
+// even to nothing, decodes as an answer with no items, which must not be read as "no item".
+type checksumMiddleware struct{}
+
+func (checksumMiddleware) ID() string { return "BigsegChecksum" }
+
+func (checksumMiddleware) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+	out, md, err := next.HandleDeserialize(ctx, in)
+	resp, ok := out.RawResponse.(*smithyhttp.Response)
+	if err != nil || !ok || resp.Header.Get("X-Amz-Crc32") == "" {
+		return out, md, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return out, md, fmt.Errorf("read the answer: %w", err)
+	}
+	if want, got := resp.Header.Get("X-Amz-Crc32"), strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10); got != want {
+		return out, md, fmt.Errorf("the answer's %d bytes have the checksum %s, not its X-Amz-Crc32 %s", len(body), got, want)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return out, md, nil
+}
+
+// addChecksum puts checksumMiddleware last in the deserialize step, where it is the first
+// to see the answer, before the operation's deserializer reads it.
+func addChecksum(s *middleware.Stack) error {
+	return s.Deserialize.Add(checksumMiddleware{}, middleware.After)
 }
