@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +57,8 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	return p
 }
 
-// On sets the rule of op (such as "BatchGetItem"); nil passes its calls again.
+// On sets the rule of op (such as "BatchGetItem", or "AssumeRoleWithWebIdentity" of a proxy
+// in front of the server's STS); nil passes its calls again.
 func (p *Proxy) On(op string, rule Rule) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -74,6 +76,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tr http.RoundTripp
 	op := r.Header.Get("X-Amz-Target")
 	op = op[strings.LastIndex(op, ".")+1:]
 	body, _ := io.ReadAll(r.Body)
+	if op == "" { // a call of the query protocol, as STS's
+		q, _ := url.ParseQuery(string(body))
+		op = q.Get("Action")
+	}
 	p.mu.Lock()
 	p.calls[op]++
 	n, rule := p.calls[op], p.rules[op]

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
+	"github.com/aws/aws-sdk-go-v2/credentials/processcreds"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	smithy "github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
@@ -33,6 +35,39 @@ const (
 	DefaultMaxAttempts = 3
 	DefaultMaxBackoff  = 100 * time.Millisecond
 )
+
+// Bounds of calls out. callTimeout bounds any one HTTP call of the client, credentials'
+// included: far above what DynamoDB or STS take, it only ends calls that would never end.
+// credentialsTimeout bounds a fetch of credentials, which every call waiting for
+// credentials shares: one that has not ended by then is given up, and the next call starts
+// a new one, so that a fetch that hangs (an STS that accepts and never answers, a
+// credential_process whose child keeps its output open) keeps bigseg down for at most that
+// long after its cause has gone.
+const (
+	callTimeout        = 30 * time.Second
+	credentialsTimeout = 5 * time.Second
+)
+
+// freshCredentials fetches credentials through a credential chain of its own, loaded from
+// the configuration for each fetch, for at most credentialsTimeout. The SDK's cache of a
+// chain shares its one fetch among every caller, without a deadline: a fetch that hangs
+// would hang every later one behind it. Given up, a fetch goes on in the background
+// until its own bounds end it (callTimeout, the process provider's Timeout), holding
+// nothing that a later fetch waits for. The client's cache keeps what a fetch returns.
+func freshCredentials(load func(context.Context) (aws.Config, error)) aws.CredentialsProviderFunc {
+	return func(ctx context.Context) (aws.Credentials, error) {
+		ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+		defer cancel()
+		cfg, err := load(ctx)
+		if err != nil {
+			return aws.Credentials{}, err
+		}
+		if cfg.Credentials == nil {
+			return aws.Credentials{}, errors.New("no credentials configured")
+		}
+		return cfg.Credentials.Retrieve(ctx)
+	}
+}
 
 // ClientOptions tune NewClient. Where to connect, and as whom, is the SDK's business: its
 // default chain and the standard variables (AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID,
@@ -71,14 +106,22 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 		o.MaxBackoff = DefaultMaxBackoff
 	}
 	// The SDK's buildable client, so that the configuration can add to it (AWS_CA_BUNDLE),
-	// then frozen into the *http.Client it builds, whose transport Close can reach.
-	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+	// then frozen into the *http.Client it builds, whose transport Close can reach. It is
+	// the client of every call out, credentials' included (STS, SSO, IMDS, ECS and EKS
+	// Pod Identity's endpoint), and none of them lasts longer than callTimeout.
+	hc := awshttp.NewBuildableClient().WithTimeout(callTimeout).WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.MaxIdleConns, o.MaxIdleConns
 	})
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(hc))
+	load := func(ctx context.Context) (aws.Config, error) {
+		return config.LoadDefaultConfig(ctx, config.WithHTTPClient(hc),
+			config.WithEndpointCredentialOptions(func(eo *endpointcreds.Options) { eo.HTTPClient = hc }),
+			config.WithProcessCredentialOptions(func(po *processcreds.Options) { po.Timeout = credentialsTimeout }))
+	}
+	cfg, err := load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
+	cfg.Credentials = aws.NewCredentialsCache(freshCredentials(load))
 	var tr *http.Transport
 	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		frozen := bc.Freeze()
