@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -150,7 +152,7 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 		// The SDK's own check of the checksum runs as the body is closed, after decoding,
 		// and only logs a mismatch: checksumMiddleware's fails the call before.
 		do.DisableValidateResponseChecksum = true
-		do.APIOptions = append(do.APIOptions, addChecksum)
+		do.APIOptions = append(do.APIOptions, addChecksum, addTableNotFound)
 		if o.Observer != nil {
 			do.APIOptions = append(do.APIOptions, addObserver(o.Observer))
 		}
@@ -245,4 +247,26 @@ func (checksumMiddleware) HandleDeserialize(ctx context.Context, in middleware.D
 // to see the answer, before the operation's deserializer reads it.
 func addChecksum(s *middleware.Stack) error {
 	return s.Deserialize.Add(checksumMiddleware{}, middleware.After)
+}
+
+// tableNotFoundMiddleware names the table, and the region, in the error of a call that
+// DynamoDB answers ResourceNotFoundException, whose own message ("Requested resource not
+// found") names neither: the first thing a load into a table not yet created shows.
+type tableNotFoundMiddleware struct{}
+
+func (tableNotFoundMiddleware) ID() string { return "BigsegTableNotFound" }
+
+func (tableNotFoundMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	out, md, err := next.HandleInitialize(ctx, in)
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "ResourceNotFoundException" {
+		if tables := tableNames(in.Parameters); len(tables) > 0 {
+			err = fmt.Errorf("table %s in region %s: %w", strings.Join(tables, ", "), awsmiddleware.GetRegion(ctx), err)
+		}
+	}
+	return out, md, err
+}
+
+func addTableNotFound(s *middleware.Stack) error {
+	return s.Initialize.Add(tableNotFoundMiddleware{}, middleware.After)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,8 +114,8 @@ func TestFaults(t *testing.T) {
 func TestMissingTable(t *testing.T) {
 	s := dynamodb.New(newClient(t, dynamotest.Shared(t).URL), "bigsegtest-no-such-table", "")
 	r := s.Memberships(context.Background(), []string{segments.Hash("a")})[0]
-	if code := dynamodb.ErrorCode(r.Err); code != "ResourceNotFoundException" {
-		t.Errorf("memberships: %v (code %q), want ResourceNotFoundException", r.Err, code)
+	if code := dynamodb.ErrorCode(r.Err); code != "ResourceNotFoundException" || !strings.Contains(r.Err.Error(), "table bigsegtest-no-such-table in region "+dynamotest.Region) {
+		t.Errorf("memberships: %v (code %q), want ResourceNotFoundException naming the table and region", r.Err, code)
 	}
 	if _, err := s.Metadata(context.Background()); dynamodb.ErrorCode(err) != "ResourceNotFoundException" {
 		t.Errorf("metadata: %v, want ResourceNotFoundException", err)
