@@ -248,8 +248,8 @@ func TestDynamoDBSlowReadOverRESP(t *testing.T) {
 // DynamoDB that say nothing of the keys asked for ({}, an empty body, no table under
 // Responses, a body cut to nothing under DynamoDB's own checksum) are STORE_ERROR, never
 // "no membership"; given to the status poll as well, they make the store unavailable and the
-// program unready. Once DynamoDB answers again, every answer is the table's: nothing wrong
-// was cached. (Each case asks for contexts of its own, which no case before it cached.)
+// program unready, and the cache is not dropped. Once DynamoDB answers again, every answer is
+// the table's: nothing wrong was cached. (Each case asks for contexts of its own, which no case before it cached.)
 func TestDynamoDBAnswersThatSayNothing(t *testing.T) {
 	bodies := []struct {
 		name    string
@@ -278,6 +278,7 @@ func TestDynamoDBAnswersThatSayNothing(t *testing.T) {
 		for _, status := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, status poll's too: %v", b.name, status), func(t *testing.T) {
 				from += faultUsers
+				drops := scrapeValue(t, p.URL, "bigseg_cache_invalidations_total")
 				proxy.On("BatchGetItem", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
 					r := forward()
 					if !status && strings.Contains(string(r.Body), "big_segments_metadata") {
@@ -301,6 +302,9 @@ func TestDynamoDBAnswersThatSayNothing(t *testing.T) {
 				waitFor(t, "/readyz 200 after the fault", func() bool { return readyz(p.URL) == 200 })
 				if got := batchAnswers(t, p.URL, from, faultUsers); strings.Contains(strings.Join(got, " "), "STORE_ERROR") {
 					t.Errorf("batch after the fault: %v", got)
+				}
+				if n := scrapeValue(t, p.URL, "bigseg_cache_invalidations_total"); n != drops {
+					t.Errorf("the cache was dropped %v times, though the data never changed", n-drops)
 				}
 			})
 		}
