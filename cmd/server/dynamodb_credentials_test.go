@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,4 +117,38 @@ echo '{"Version": 1, "AccessKeyId": "bigsegtest", "SecretAccessKey": "bigsegtest
 	d := untilAnswered(t, p, time.Now())
 	b, _ := os.ReadFile(calls)
 	t.Logf("answered %v after the credential_process answers again (%d runs)", d.Round(10*time.Millisecond), strings.Count(string(b), "\n"))
+}
+
+// TestDynamoDBHungContainerCredentials: the container credentials endpoint (ECS task roles,
+// EKS Pod Identity) accepts the call and never answers; once it answers again, lookups are
+// answered within a fetch's bound (5 s).
+func TestDynamoDBHungContainerCredentials(t *testing.T) {
+	c, table := dynamoTable(t)
+	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
+	var hung atomic.Bool
+	hung.Store(true)
+	var calls atomic.Int64
+	done := make(chan struct{})
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if hung.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-done:
+			}
+			return
+		}
+		_, _ = w.Write([]byte(`{"AccessKeyId":"bigsegtest","SecretAccessKey":"bigsegtest","Token":"bigsegtest","Expiration":"` +
+			time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`))
+	}))
+	t.Cleanup(endpoint.Close)
+	t.Cleanup(func() { close(done) })
+	p := dynamoProcess(t, dynamotest.Shared(t).URL, table, credentialsEnv("AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint.URL+"/creds")...)
+	waitFor(t, "a call to the endpoint", func() bool { return calls.Load() > 0 })
+	if s := batchAnswers(t, p.URL, 1, 1)[0]; s != "STORE_ERROR" {
+		t.Fatalf("lookup while the endpoint hangs: %s", s)
+	}
+	hung.Store(false)
+	d := untilAnswered(t, p, time.Now())
+	t.Logf("answered %v after the endpoint answers again (%d calls)", d.Round(10*time.Millisecond), calls.Load())
 }
