@@ -99,7 +99,9 @@ type Client struct {
 
 // NewClient makes a DynamoDB client from the SDK's default configuration chain, with
 // retries bounded as the options say (standard mode, no client-side retry quota). Every call
-// gives up when its context ends, retries and backoffs included. The caller closes it.
+// gives up when its context ends, retries and backoffs included, and waiting for credentials
+// too; no HTTP call lasts longer than callTimeout, and a fetch of credentials that hangs
+// holds later ones back for at most credentialsTimeout. The caller closes it.
 func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 	if o.MaxIdleConns <= 0 {
 		o.MaxIdleConns = 64
