@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -241,4 +242,71 @@ func TestDynamoDBSlowReadOverRESP(t *testing.T) {
 		m, err := rc.SMembers(context.Background(), include).Result()
 		return err == nil && len(m) == 1
 	})
+}
+
+// TestDynamoDBAnswersThatSayNothing: on the real program with its cache, answers of
+// DynamoDB that say nothing of the keys asked for ({}, an empty body, no table under
+// Responses, a body cut to nothing under DynamoDB's own checksum) are STORE_ERROR, never
+// "no membership"; given to the status poll as well, they make the store unavailable and the
+// program unready, and the cache is not dropped. Once DynamoDB answers again, every answer is
+// the table's: nothing wrong was cached. (Each case asks for contexts of its own, which no case before it cached.)
+func TestDynamoDBAnswersThatSayNothing(t *testing.T) {
+	bodies := []struct {
+		name    string
+		rewrite func(dynamotest.Reply) dynamotest.Reply
+	}{
+		{"{}", func(r dynamotest.Reply) dynamotest.Reply { r.Body = []byte(`{}`); return r }},
+		{"an empty body", func(r dynamotest.Reply) dynamotest.Reply { r.Body = nil; return r }},
+		{"no table under Responses", func(r dynamotest.Reply) dynamotest.Reply { r.Body = []byte(`{"Responses":{}}`); return r }},
+		{"cut to nothing under DynamoDB's checksum", func(r dynamotest.Reply) dynamotest.Reply {
+			r.Body, r.KeepChecksum = nil, true
+			return r
+		}},
+	}
+	c, table := dynamoTable(t)
+	var changes []dynamotest.Change
+	for i := range 2 * len(bodies) * faultUsers {
+		changes = append(changes, dynamotest.Change{Hash: segments.Hash("user-" + strconv.Itoa(i)), AddIncluded: []string{faultRef(i)}})
+	}
+	relayWrite(t, c, table, "", "", "v1", changes...)
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	p := dynamoProcess(t, proxy.URL, table, "BIGSEG_CACHE_SIZE", "10000")
+	waitFor(t, "ready", func() bool { return readyz(p.URL) == 200 })
+
+	from := -faultUsers
+	for _, b := range bodies {
+		for _, status := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, status poll's too: %v", b.name, status), func(t *testing.T) {
+				from += faultUsers
+				drops := scrapeValue(t, p.URL, "bigseg_cache_invalidations_total")
+				proxy.On("BatchGetItem", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+					r := forward()
+					if !status && strings.Contains(string(r.Body), "big_segments_metadata") {
+						return r
+					}
+					return b.rewrite(r)
+				})
+				if status {
+					waitFor(t, "/readyz 503", func() bool { return readyz(p.URL) == 503 })
+				}
+				if a := ask(http.DefaultClient, p.URL+"/memberships/user-"+strconv.Itoa(from)); a.code != 503 || !a.ok {
+					t.Errorf("user-%d: %+v, want a JSON 503 STORE_ERROR", from, a)
+				}
+				if got := batchAnswers(t, p.URL, from, faultUsers); strings.Count(strings.Join(got, " "), "STORE_ERROR") != faultUsers {
+					t.Errorf("batch: %v, want STORE_ERROR for all", got)
+				}
+				if !status && readyz(p.URL) != 200 {
+					t.Error("/readyz not 200 while the metadata is read")
+				}
+				proxy.On("BatchGetItem", nil)
+				waitFor(t, "/readyz 200 after the fault", func() bool { return readyz(p.URL) == 200 })
+				if got := batchAnswers(t, p.URL, from, faultUsers); strings.Contains(strings.Join(got, " "), "STORE_ERROR") {
+					t.Errorf("batch after the fault: %v", got)
+				}
+				if n := scrapeValue(t, p.URL, "bigseg_cache_invalidations_total"); n != drops {
+					t.Errorf("the cache was dropped %v times, though the data never changed", n-drops)
+				}
+			})
+		}
+	}
 }

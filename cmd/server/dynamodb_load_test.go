@@ -150,3 +150,17 @@ func TestDynamoDBLoadAnEnvironment(t *testing.T) {
 		t.Errorf("alice without a prefix: %v, want no item", got)
 	}
 }
+
+// TestDynamoDBLoadIntoAMissingTable: a load into a table that does not exist fails naming it.
+func TestDynamoDBLoadIntoAMissingTable(t *testing.T) {
+	dynamotest.Env(t, dynamotest.Shared(t).URL)
+	cfg, err := configOf(map[string]string{"BIGSEG_DYNAMODB_TABLE": "bigsegtest-no-such-table"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err = load(context.Background(), []string{"../../examples/memberships.json"}, cfg, &out, &errOut, time.Now)
+	if err == nil || !strings.Contains(err.Error(), "ResourceNotFoundException") || !strings.Contains(err.Error(), "table bigsegtest-no-such-table") {
+		t.Errorf("load into a missing table: %v, want a ResourceNotFoundException that names the table", err)
+	}
+}

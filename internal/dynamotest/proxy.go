@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,9 @@ type Reply struct {
 	Body   []byte
 	// Hang makes the proxy answer nothing until the client gives up (or the test ends).
 	Hang bool
+	// KeepChecksum sends Header's X-Amz-Crc32 as it is, whatever the body: a body cut short
+	// in transit. Else the proxy sends the checksum of Body.
+	KeepChecksum bool
 }
 
 // Rule decides the reply to the n-th call (from 1) of an operation; forward sends the call
@@ -53,7 +57,8 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	return p
 }
 
-// On sets the rule of op (such as "BatchGetItem"); nil passes its calls again.
+// On sets the rule of op (such as "BatchGetItem", or "AssumeRoleWithWebIdentity" of a proxy
+// in front of the server's STS); nil passes its calls again.
 func (p *Proxy) On(op string, rule Rule) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -71,6 +76,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tr http.RoundTripp
 	op := r.Header.Get("X-Amz-Target")
 	op = op[strings.LastIndex(op, ".")+1:]
 	body, _ := io.ReadAll(r.Body)
+	if op == "" { // a call of the query protocol, as STS's
+		q, _ := url.ParseQuery(string(body))
+		op = q.Get("Action")
+	}
 	p.mu.Lock()
 	p.calls[op]++
 	n, rule := p.calls[op], p.rules[op]
@@ -108,8 +117,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, tr http.RoundTripp
 			w.Header()[k] = vs
 		}
 	}
-	// The SDK checks DynamoDB's replies against this checksum: a rewritten body needs its own.
-	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(reply.Body)), 10))
+	// The client checks DynamoDB's replies against this checksum: a rewritten body needs its own.
+	if !reply.KeepChecksum {
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(reply.Body)), 10))
+	}
 	w.WriteHeader(reply.Status)
 	_, _ = w.Write(reply.Body)
 }

@@ -108,7 +108,14 @@ func readChunk(ctx context.Context, client API, consistent bool, obs Observer, p
 			delete(want, k)
 		}
 		for k := range want {
-			out[k] = got{} // neither returned nor unprocessed: no item
+			// Neither returned nor unprocessed: no item, if the answer names the table.
+			// DynamoDB names every table asked for under Responses, with no items when none
+			// was found; an answer that does not (an empty one, say) tells nothing of it.
+			if _, ok := resp.Responses[k.table]; ok {
+				out[k] = got{}
+			} else {
+				out[k] = got{err: fmt.Errorf("%w: the answer names neither the items nor the unprocessed keys of table %s", segments.ErrInvalidData, k.table)}
+			}
 		}
 		if len(next) == 0 {
 			return out

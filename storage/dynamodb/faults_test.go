@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,8 +114,8 @@ func TestFaults(t *testing.T) {
 func TestMissingTable(t *testing.T) {
 	s := dynamodb.New(newClient(t, dynamotest.Shared(t).URL), "bigsegtest-no-such-table", "")
 	r := s.Memberships(context.Background(), []string{segments.Hash("a")})[0]
-	if code := dynamodb.ErrorCode(r.Err); code != "ResourceNotFoundException" {
-		t.Errorf("memberships: %v (code %q), want ResourceNotFoundException", r.Err, code)
+	if code := dynamodb.ErrorCode(r.Err); code != "ResourceNotFoundException" || !strings.Contains(r.Err.Error(), "table bigsegtest-no-such-table in region "+dynamotest.Region) {
+		t.Errorf("memberships: %v (code %q), want ResourceNotFoundException naming the table and region", r.Err, code)
 	}
 	if _, err := s.Metadata(context.Background()); dynamodb.ErrorCode(err) != "ResourceNotFoundException" {
 		t.Errorf("metadata: %v, want ResourceNotFoundException", err)
@@ -140,5 +141,61 @@ func TestMaxAttemptsFromEnvironment(t *testing.T) {
 	}
 	if n := proxy.Calls("BatchGetItem"); n != 5 {
 		t.Errorf("%d calls, want 5", n)
+	}
+}
+
+// An answer that says nothing of the keys asked for (no table under Responses, none of them
+// unprocessed), or whose body is not the one DynamoDB sent, fails the read: it is never read
+// as "no item". An answer that names the table with no items is a read of no items.
+func TestAnswersThatSayNothing(t *testing.T) {
+	c, table := moto(t)
+	alice, bob := segments.Hash("alice"), segments.Hash("bob")
+	dynamotest.Patch(t, c, table, "", "", "v1", []dynamotest.Change{{Hash: alice, AddIncluded: []string{"a.g1"}}})
+	reply := func(body string) dynamotest.Rule {
+		return func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+			r := forward()
+			r.Body = []byte(body)
+			return r
+		}
+	}
+	tests := []struct {
+		name string
+		rule dynamotest.Rule
+		ok   bool // the read of bob, who has no item, succeeds
+	}{
+		{"{}", reply(`{}`), false},
+		{"an empty body", reply(``), false},
+		{"no table under Responses", reply(`{"Responses":{},"UnprocessedKeys":{}}`), false},
+		{"a body cut to nothing, DynamoDB's checksum kept", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+			r := forward()
+			if r.Header.Get("X-Amz-Crc32") == "" {
+				t.Error("moto sent no X-Amz-Crc32")
+			}
+			r.Body, r.KeepChecksum = nil, true
+			return r
+		}, false},
+		{"a body changed, DynamoDB's checksum kept", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+			r := forward()
+			r.Body, r.KeepChecksum = []byte(`{"Responses":{"`+table+`":[]},"UnprocessedKeys":{}}`), true
+			return r
+		}, false},
+		{"the table with no items", reply(`{"Responses":{"` + table + `":[]},"UnprocessedKeys":{}}`), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+			proxy.On("BatchGetItem", tt.rule)
+			s := dynamodb.New(newClient(t, proxy.URL), table, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i, r := range s.Memberships(ctx, []string{alice, bob}) {
+				if tt.ok && (r.Err != nil || r.Membership.Len() != 0) || !tt.ok && r.Err == nil {
+					t.Errorf("read %d: %v, %v; want a failed read: %v", i, r.Membership, r.Err, !tt.ok)
+				}
+			}
+			if md, err := s.Metadata(ctx); tt.ok != (err == nil) || errors.Is(err, segments.ErrInvalidMetadata) {
+				t.Errorf("metadata: %+v, %v; want a failed read (not invalid metadata): %v", md, err, !tt.ok)
+			}
+		})
 	}
 }

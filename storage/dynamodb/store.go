@@ -25,7 +25,11 @@
 // was reading, and no others. Data of the wrong type (a set that is not a string set, a
 // synchronizedOn that is not a number of unix milliseconds up to year 9999, a lastVersion
 // that is not a string of at most segments.MaxCursorBytes) fails its context with
-// segments.ErrInvalidData, or the status poll with segments.ErrInvalidMetadata.
+// segments.ErrInvalidData, or the status poll with segments.ErrInvalidMetadata. An answer is
+// checked against its checksum (X-Amz-Crc32) before it is decoded, and must name the table
+// under Responses (DynamoDB names it, with no items when none was found) unless every key
+// of it is unprocessed: an answer that fails either says nothing of the keys, and fails
+// their reads with segments.ErrInvalidData, never "no item".
 //
 // # Observation
 //
