@@ -23,9 +23,9 @@ func build(ctx context.Context, o options, tmp string) (binaries, func(), error)
 	logf("building the server, the ceilings and the LaunchDarkly wrapper")
 	steps := []struct{ dir, out, pkg string }{
 		{".", bins.server, "./cmd/server"},
-		{".", bins.ceiling, "./bench/ceiling"},
-		{".", bins.respload, "./bench/respload"},
-		{"bench/ldwrapper", bins.wrapper, "."}, // a module of its own
+		{"bench", bins.ceiling, "./ceiling"}, // bench/ is a module of its own
+		{"bench", bins.respload, "./respload"},
+		{"bench/ldwrapper", bins.wrapper, "."}, // and so is the wrapper
 	}
 	for _, s := range steps {
 		if err := goBuild(ctx, s.dir, s.out, s.pkg); err != nil {

@@ -5,7 +5,7 @@
 # HEAD in a scratch worktree), or, for "chi", bench/ceiling's bare chi server at $tmp/ceiling.
 build() {
   case $1 in
-  chi) go build -o "$tmp/ceiling" ./bench/ceiling ;;
+  chi) go build -C bench -o "$tmp/ceiling" ./ceiling ;; # bench/ is a module of its own
   tree) go build -o "$tmp/$2" ./cmd/server ;;
   *)
     git worktree add -q --detach "$tmp/src-$2" HEAD
