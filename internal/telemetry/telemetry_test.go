@@ -150,6 +150,24 @@ func TestRefusedValues(t *testing.T) {
 	}
 }
 
+// A value the SDK replaces by its default is logged, as a warning: a bad sampler or ratio.
+func TestBadSamplerLogged(t *testing.T) {
+	for _, vars := range []map[string]string{{"OTEL_TRACES_SAMPLER": "sometimes"}, {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"}} {
+		t.Run(fmt.Sprint(vars), func(t *testing.T) {
+			var logs lockedBuffer
+			vars["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://" + closedAddr(t)
+			tel, err := setup(t, vars, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tel.Shutdown(context.Background())
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "sampler") {
+				t.Errorf("logs:\n%s", logs.String())
+			}
+		})
+	}
+}
+
 // server is an API with the instrumentation, routed by chi as handlers routes it.
 func server(tel *Telemetry) http.Handler {
 	r := chi.NewRouter()
