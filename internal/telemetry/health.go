@@ -11,9 +11,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// spanExporter is autoexport's exporter as the batch span processor sees it: it counts the
-// spans of a failed export and tells health of each success (failures reach health through
-// otel's error handler, to which the processor hands them).
+// spanExporter is autoexport's exporter counting the spans of failed exports and telling
+// health of each success (failures reach health through otel's error handler).
 type spanExporter struct {
 	sdktrace.SpanExporter
 	failed prometheus.Counter
@@ -21,17 +20,15 @@ type spanExporter struct {
 }
 
 func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := e.SpanExporter.ExportSpans(ctx, spans)
-	if err != nil {
+	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil {
 		e.failed.Add(float64(len(spans)))
-	} else {
-		e.health.ok()
+		return err
 	}
-	return err
+	e.health.ok()
+	return nil
 }
 
-// failureLogInterval is the longest a failure goes unlogged while failures go on.
-const failureLogInterval = time.Minute
+const failureLogInterval = time.Minute // the longest a failure goes unlogged while they go on
 
 // health logs OpenTelemetry's errors (otel.SetErrorHandler: failed exports above all) once a
 // failure period: its first error, then at most once a failureLogInterval while they last,
@@ -70,8 +67,7 @@ func (h *health) ok() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.failing.Load() {
-		h.failing.Store(false)
+	if h.failing.CompareAndSwap(true, false) {
 		h.log.Info("OpenTelemetry export succeeded again", "failuresSinceLastLog", h.unsaid,
 			"failedFor", h.now().Sub(h.since).Round(time.Second).String())
 	}

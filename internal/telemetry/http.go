@@ -12,16 +12,13 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
-// HTTP is the API's instrumentation, otelhttp's, to install on its chi router
-// (handlers.Config.Trace): a server span for every request, continuing the caller's trace
-// (read by Propagator; W3C traceparent, tracestate and baggage when nil), named by method and
-// chi route pattern, and http.server.request.duration by route pattern. Nil when neither
-// provider is set: a request then runs no code of OpenTelemetry's at all.
-//
-// The path requested holds a context key, which is personal data: url.path is the route
-// pattern (empty for a request of no route), never the path, from the span's start; the
-// query is never recorded. server.address is bigseg, never the Host header a caller sent, so
-// that the metric's series stay bounded.
+// HTTP is the API's instrumentation, otelhttp's, for its chi router (handlers.Config.Trace):
+// a server span for every request, continuing the caller's trace, named by method and route
+// pattern, and http.server.request.duration by route pattern; nil when neither provider is set.
+// The path holds a context key, which is personal data: url.path is the route pattern (empty
+// for no route) from the span's start; the query is never recorded. server.address is bigseg,
+// never the Host sent, so the metric's series stay bounded. When the sampler begins no trace
+// of its own and no metric is exported, a request without a trace context is not instrumented.
 func (tel *Telemetry) HTTP() func(http.Handler) http.Handler {
 	if tel == nil || tel.TracerProvider == nil && tel.MeterProvider == nil {
 		return nil
@@ -31,16 +28,30 @@ func (tel *Telemetry) HTTP() func(http.Handler) http.Handler {
 		otelhttp.WithSpanOptions(trace.WithAttributes(semconv.URLPath(""))), // after otelhttp's url.path: it wins
 		otelhttp.WithTracerProvider(tracenoop.NewTracerProvider()),
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 	}
+	prop := tel.Propagator
+	if prop == nil {
+		prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	opts = append(opts, otelhttp.WithPropagators(prop))
 	if tel.TracerProvider != nil {
 		opts = append(opts, otelhttp.WithTracerProvider(tel.TracerProvider))
 	}
 	if tel.MeterProvider != nil {
 		opts = append(opts, otelhttp.WithMeterProvider(tel.MeterProvider))
-	}
-	if tel.Propagator != nil {
-		opts = append(opts, otelhttp.WithPropagators(tel.Propagator))
+	} else if tel.noRoots {
+		fields := prop.Fields()
+		for i := range fields {
+			fields[i] = http.CanonicalHeaderKey(fields[i])
+		}
+		opts = append(opts, otelhttp.WithFilter(func(r *http.Request) bool {
+			for _, f := range fields {
+				if len(r.Header[f]) > 0 {
+					return true
+				}
+			}
+			return false
+		}))
 	}
 	instrument := otelhttp.NewMiddleware("", opts...)
 	return func(next http.Handler) http.Handler {
@@ -48,9 +59,11 @@ func (tel *Telemetry) HTTP() func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			// otelhttp names the span and labels the metric by r.Pattern once the handler
 			// returns: chi set it on its own copy of the request.
-			if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePattern() != "" {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
 				r.Pattern = rctx.RoutePattern()
-				trace.SpanFromContext(r.Context()).SetAttributes(semconv.HTTPRoute(r.Pattern), semconv.URLPath(r.Pattern))
+			}
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() && r.Pattern != "" {
+				span.SetAttributes(semconv.HTTPRoute(r.Pattern), semconv.URLPath(r.Pattern))
 			}
 		}))
 	}

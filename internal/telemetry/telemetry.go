@@ -1,24 +1,16 @@
-// Package telemetry sets up OpenTelemetry for bigseg from the standard OTEL_* variables, as
-// LaunchDarkly's Relay Proxy does, with OpenTelemetry's own packages doing the reading:
-// autoexport the exporters, autoprop the propagators, the SDK the sampler, the batch span
-// processor, the periodic reader and the resource; otelhttp makes the HTTP server spans and
-// http.server.request.duration. bigseg parses none of these variables and adds none. Metrics
-// exported are those of bigseg's Prometheus registry (bridged; /metrics stays) and otelhttp's.
+// Package telemetry sets up OpenTelemetry for bigseg from the standard OTEL_* variables, read
+// by OpenTelemetry's own packages (autoexport, autoprop, the SDK); otelhttp makes the HTTP
+// server spans and http.server.request.duration; bigseg's Prometheus registry is bridged into
+// the metrics exported (/metrics stays). Nothing is exported, and no collector dialled, unless
+// an exporter or an OTLP endpoint is set: autoexport's default exporter, otlp, is replaced by
+// none unless an endpoint says where to send (traces: the general endpoint or their own;
+// metrics, which /metrics serves: their own). With nothing on, the providers are nil and a
+// request pays nothing for OpenTelemetry. OTEL_SDK_DISABLED=true turns everything off.
 //
-// Nothing is exported, and no collector dialled, unless an exporter or an OTLP endpoint is
-// set: autoexport's default exporter is otlp whatever is set, so bigseg gives it a fallback of
-// none unless an endpoint says where to send. Traces follow the general endpoint or their
-// own; metrics, which /metrics already serves, only their own or OTEL_METRICS_EXPORTER. With
-// nothing on, the providers are nil, and the packages that take them install nothing, so
-// that a request pays nothing for OpenTelemetry. OTEL_SDK_DISABLED=true turns everything off,
-// as the specification says (the Go SDK does not read it).
-//
-// Faults of the collector never reach a lookup: spans are exported by the SDK's batch span
-// processor in the background (a span that finds its queue full is dropped), metrics by a
-// periodic reader, each export bounded by OTEL_EXPORTER_OTLP_TIMEOUT. The spans of failed
-// exports are counted (bigseg_otel_spans_export_failed_total); OpenTelemetry's errors are
-// logged once when they begin, at most once a minute while they last, and once when span
-// exports succeed again.
+// Faults of the collector never reach a lookup: the SDK exports in the background (a span that
+// finds the queue full is dropped), each export bounded by OTEL_EXPORTER_OTLP_TIMEOUT. Spans of
+// failed exports are counted (bigseg_otel_spans_export_failed_total); OpenTelemetry's errors
+// are logged once a failure period (see health).
 package telemetry
 
 import (
@@ -53,15 +45,11 @@ const ServiceName = "bigseg"
 // Telemetry is what Setup made: the providers to give the packages that trace (nil when that
 // signal is off) and the propagator of incoming requests' trace context and baggage.
 type Telemetry struct {
-	// TracerProvider makes the spans; nil unless traces are exported.
-	TracerProvider trace.TracerProvider
-	// MeterProvider makes the metrics of the HTTP instrumentation; nil unless metrics are
-	// exported.
-	MeterProvider metric.MeterProvider
-	// Propagator reads the callers' trace context (OTEL_PROPAGATORS; by default W3C
-	// traceparent, tracestate and baggage); nil for that default.
-	Propagator propagation.TextMapPropagator
+	TracerProvider trace.TracerProvider          // makes the spans; nil unless traces are exported
+	MeterProvider  metric.MeterProvider          // the HTTP metrics; nil unless metrics are exported
+	Propagator     propagation.TextMapPropagator // OTEL_PROPAGATORS'; nil: W3C trace context and baggage
 
+	noRoots   bool // the sampler samples no trace that bigseg would begin
 	shutdowns []func(context.Context) error
 }
 
@@ -72,10 +60,8 @@ type Options struct {
 	Version  string               // service.version
 }
 
-// Setup reads the OTEL_* variables of the process environment (the SDK's packages read it
-// themselves) and sets up what they ask for; see the package documentation. A value the
-// libraries refuse (an unknown exporter or protocol, a bad resource attribute) is an error;
-// one they log and replace by a default (a bad sampler or batch setting) is logged.
+// Setup sets up what the OTEL_* variables of the process environment ask for. A value the
+// libraries refuse is an error; one they replace by a default is logged.
 func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
 	t := &Telemetry{}
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
@@ -88,6 +74,9 @@ func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
 	}()
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
 	}
 	h := &health{log: o.Log, now: time.Now}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(h.failed))
@@ -108,44 +97,50 @@ func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
 	if exp != nil && !autoexport.IsNoneSpanExporter(exp) {
 		failed := prometheus.NewCounter(prometheus.CounterOpts{Name: "bigseg_otel_spans_export_failed_total",
 			Help: "Spans lost in exports that failed: the collector refused them, answered garbage, or did not answer in time."})
-		if o.Registry != nil {
-			if err := o.Registry.Register(failed); err != nil {
-				return nil, err
-			}
+		if err := o.Registry.Register(failed); err != nil {
+			return nil, err
 		}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
 			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, failed: failed, health: h}))
 		t.TracerProvider, t.Propagator = tp, autoprop.NewTextMapPropagator()
+		// The SDK's sampler of the same variables, asked with a trace ID that any ratio above 0
+		// samples: always_off, a ratio of 0 and their parent-based forms begin no trace.
+		_, probe := sdktrace.NewTracerProvider(sdktrace.WithIDGenerator(lowIDs{})).Tracer("").Start(ctx, "")
+		t.noRoots = !probe.SpanContext().IsSampled()
 		t.shutdowns = append(t.shutdowns, tp.Shutdown)
 	}
 	var metricOpts []autoexport.MetricOption
 	if !set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
 		metricOpts = append(metricOpts, autoexport.WithFallbackMetricReader(func(context.Context) (sdkmetric.Reader, error) { return nil, nil }))
 	}
-	if o.Registry != nil {
-		autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) {
-			return prombridge.NewMetricProducer(prombridge.WithGatherer(o.Registry)), nil
-		})
-	}
+	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) {
+		return prombridge.NewMetricProducer(prombridge.WithGatherer(o.Registry)), nil
+	})
 	reader, err := autoexport.NewMetricReader(ctx, metricOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("OpenTelemetry metrics exporter: %w", err)
 	}
 	if reader != nil && !autoexport.IsNoneMetricReader(reader) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
-		t.MeterProvider = mp
-		t.shutdowns = append(t.shutdowns, mp.Shutdown)
+		t.MeterProvider, t.shutdowns = mp, append(t.shutdowns, mp.Shutdown)
 	}
 	return t, nil
 }
+
+// lowIDs are a probe span's IDs: the trace ID's lower half, which ratios test, zero.
+type lowIDs struct{}
+
+func (lowIDs) NewIDs(context.Context) (trace.TraceID, trace.SpanID) {
+	return trace.TraceID{1}, trace.SpanID{1}
+}
+func (lowIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return trace.SpanID{1} }
 
 // set says whether any of the variables is set, not empty.
 func set(names ...string) bool {
 	return slices.ContainsFunc(names, func(name string) bool { return strings.TrimSpace(os.Getenv(name)) != "" })
 }
 
-// Shutdown exports what is queued, within ctx, and stops the providers. When ctx ends
-// first, it returns ctx's error; the exports still running end within their own timeout.
+// Shutdown exports what is queued, within ctx (exports still running then end on their own).
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
@@ -154,6 +149,5 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	for _, shutdown := range t.shutdowns {
 		errs = append(errs, shutdown(ctx))
 	}
-	t.shutdowns = nil
 	return errors.Join(errs...)
 }

@@ -392,3 +392,50 @@ func failed(reg *prometheus.Registry) float64 {
 	}
 	return -1
 }
+
+// With a sampler that begins no trace of its own and no metric exported, a request that
+// carries no trace context is not instrumented at all (its context holds no span, not even
+// an unsampled one), while a caller's sampled trace is still continued, by whichever
+// propagator OTEL_PROPAGATORS names.
+func TestHTTPSkipsRequestsNoSamplerWouldTrace(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	w3c := []string{"traceparent", "00-" + traceID + "-00f067aa0ba902b7-01"}
+	b3 := []string{"b3", traceID + "-00f067aa0ba902b7-1"}
+	for _, tc := range []struct {
+		vars   map[string]string
+		caller []string // a sampled caller's header
+		skips  bool
+	}{
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"}, w3c, true},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_always_off"}, w3c, true},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_always_off", "OTEL_PROPAGATORS": "b3"}, b3, true},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.001"}, w3c, false},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_always_on"}, w3c, false},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_always_off", "OTEL_METRICS_EXPORTER": "otlp"}, w3c, false},
+	} {
+		t.Run(fmt.Sprint(tc.vars), func(t *testing.T) {
+			tc.vars["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://" + closedAddr(t)
+			tel, err := setup(t, tc.vars, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			defer tel.Shutdown(ctx)
+			var seen trace.SpanContext
+			h := tel.HTTP()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen = trace.SpanContextFromContext(r.Context())
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/memberships/k", nil))
+			if seen.IsValid() == tc.skips {
+				t.Errorf("a request without a trace context: span %v, want skipped %v", seen, tc.skips)
+			}
+			req := httptest.NewRequest("GET", "/memberships/k", nil)
+			req.Header.Set(tc.caller[0], tc.caller[1])
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			if !seen.IsSampled() || seen.TraceID().String() != traceID {
+				t.Errorf("a sampled caller's request: span %v, want the caller's trace, sampled", seen)
+			}
+		})
+	}
+}

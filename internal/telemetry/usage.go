@@ -9,11 +9,8 @@ import (
 // variable is one OTEL_* variable as server -h lists it.
 type variable struct{ name, typ, def, desc string }
 
-// variables are the OTEL_* variables that matter to bigseg, all read by OpenTelemetry's
-// packages but OTEL_SDK_DISABLED and the endpoints' presence. The exporters' connection
-// settings have per-signal forms too (OTEL_EXPORTER_OTLP_TRACES_..., ..._METRICS_...), which
-// win over the general one. A value the libraries cannot use, unless said otherwise here, is
-// logged by them and replaced by its default.
+// variables are the OTEL_* variables that matter to bigseg, read by OpenTelemetry's packages
+// (a value they cannot use, unless said here, is logged and replaced by its default).
 var variables = []variable{
 	{"OTEL_SDK_DISABLED", "True or False", "false", "true turns OpenTelemetry off, whatever else is set"},
 	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if OTEL_EXPORTER_OTLP_ENDPOINT or _TRACES_ENDPOINT is set, else none; anything else stops the server"},
@@ -43,9 +40,9 @@ var variables = []variable{
 
 // Variables are the names of the OTEL_* variables server -h lists.
 func Variables() []string {
-	names := make([]string, len(variables))
-	for i, v := range variables {
-		names[i] = v.name
+	var names []string
+	for _, v := range variables {
+		names = append(names, v.name)
 	}
 	return names
 }
