@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -129,4 +131,19 @@ func mustHex(t *testing.T, s string) []byte {
 		b[i] = v
 	}
 	return b
+}
+
+// A protocol OpenTelemetry does not have stops the server with one error, printed once,
+// however many signals would use it.
+func TestOTelBadProtocolRefusedOnce(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "BIGSEG_ADDR=127.0.0.1:0", "BIGSEG_SEED_FILE=../../examples/memberships.json",
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/json", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_METRICS_EXPORTER=otlp"}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("started with an unknown protocol:\n%s", out)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(strings.ToLower(lines[0]), "protocol") {
+		t.Errorf("%d lines printed, want the protocol's error once:\n%s", len(lines), out)
+	}
 }

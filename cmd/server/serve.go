@@ -73,7 +73,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	m.BuildInfo(version(), runtime.Version())
-	if a.tel, err = telemetry.Setup(ctx, os.Getenv, telemetry.Options{Log: log, Registry: reg, Version: version()}); err != nil {
+	if a.tel, err = telemetry.Setup(ctx, telemetry.Options{Log: log, Registry: reg, Version: version()}); err != nil {
 		return nil, err
 	}
 	if a.store, err = openStore(ctx, cfg, log, m, telemetry.ChildrenOnly(a.tel.TracerProvider)); err != nil {
