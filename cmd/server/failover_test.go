@@ -338,3 +338,75 @@ func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterShortPauseCostsNoAnswer pauses a master that holds no metadata key (CLIENT PAUSE,
+// as a fork for BGSAVE or a slow command stalls a master), five times, for 3/5 of the Redis read
+// timeout (300 ms of the default 500 ms; here both three times longer, so that a busy machine's
+// delays stay far from the timeout), under lookups of the real program that arrive at a steady
+// rate whatever the lookups before them are doing, with read slots to spare (as several
+// environments, or a higher BIGSEG_STORE_READS_IN_FLIGHT, have). A pause shorter than the read
+// timeout answers every read in time: no lookup may fail, the paused master's contexts included.
+func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and pauses a node")
+	}
+	const readTimeout, pauses = 1500 * time.Millisecond, 5
+	const pause = readTimeout * 3 / 5
+	cluster := redistest.StartCluster(t, 3)
+	prefix := "bigsegpause"
+	seedCluster(t, cluster.Client(t), prefix)
+	srv := startProcess(t, map[string]string{
+		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_REDIS_READ_TIMEOUT": readTimeout.String(), "BIGSEG_LOOKUP_TIMEOUT": (2 * readTimeout).String(),
+		"BIGSEG_STORE_READS_IN_FLIGHT": "64",
+	})
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	defer hc.CloseIdleConnections()
+	waitFor(t, "every context answered", func() bool { return allAnswered(hc, srv.URL) })
+	victim := masterWithoutMetadata(t, cluster, prefix).Client()
+	var lookups, failed, wrong atomic.Int64
+	var firstFailure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond) // the load's rate, not a synchronization
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			wg.Go(func() {
+				i := rand.IntN(failoverUsers)
+				code, got, err := lookupUser(hc, srv.URL, i)
+				switch {
+				case err != nil || code != http.StatusOK:
+					failed.Add(1)
+					firstFailure.CompareAndSwap(nil, fmt.Sprintf("user-%d: %d %v", i, code, err))
+				case len(got) != 1 || !got[failoverRefs(i)]:
+					wrong.Add(1)
+				}
+				lookups.Add(1)
+			})
+		}
+	})
+	ctx := context.Background()
+	for range pauses {
+		before := lookups.Load()
+		waitFor(t, "lookups between pauses", func() bool { return lookups.Load() >= before+20 })
+		if err := victim.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := victim.Ping(ctx).Err(); err != nil { // answered once the pause is over
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d lookups with %d pauses of %v: %d failed, %d wrong", lookups.Load(), pauses, pause, failed.Load(), wrong.Load())
+	if failed.Load() > 0 || wrong.Load() > 0 {
+		t.Errorf("%d lookups failed and %d were wrong across %d pauses of %v, below the read timeout (%v); first failure %v",
+			failed.Load(), wrong.Load(), pauses, pause, readTimeout, firstFailure.Load())
+	}
+}

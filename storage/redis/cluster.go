@@ -37,8 +37,11 @@ var ErrNodeUnreachable = errors.New("the Redis Cluster node serving this context
 //     whole (retries included), so a master that does not answer costs a read at most that,
 //     and fails only its own contexts;
 //   - a master is down once a pipeline to it fails without a reply from Redis (refused, reset,
-//     timed out), or once it has had a pipeline in flight for half the read timeout without
-//     answering any (hung: its in-flight reads are not waited for to find out);
+//     timed out), or once it has had a pipeline in flight for the read timeout without
+//     answering any (which finds it hung even when the reads' own deadline, shorter than the
+//     read timeout, ends them first). Never sooner: a master that stalls for less than the
+//     read timeout (a fork for BGSAVE, a slow command) answers every read sent meanwhile in
+//     time, and costs none;
 //   - the keys of a down master fail at once with ErrNodeUnreachable, without being sent; every
 //     nodeRetryInterval one read tries it (the probe: one at a time, never several), and the
 //     first pipeline it answers makes it up again;
@@ -85,8 +88,8 @@ func (n *clusterNodes) admit(addr string, now time.Time) *nodeRead {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := n.state(addr)
-	if !st.down && st.inflight > 0 && now.Sub(st.progress) >= n.budget/2 {
-		st.down, st.retryAt = true, st.progress.Add(n.budget) // its in-flight reads end by then
+	if !st.down && st.inflight > 0 && now.Sub(st.progress) >= n.budget {
+		st.record(unreachable, now)
 	}
 	g := &nodeRead{addr: addr}
 	if st.down {

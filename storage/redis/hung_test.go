@@ -197,3 +197,83 @@ func (h pipelineCmdsHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessH
 func (h pipelineCmdsHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error { h(cmds); return next(ctx, cmds) }
 }
+
+// TestClusterShortPauseCostsNoAnswer pauses one master of three (CLIENT PAUSE, as a fork for
+// BGSAVE or a slow command stalls a master), five times, for 3/5 of the read timeout (300 ms of
+// the default 500 ms; here both three times longer, so that a busy machine's delays stay far
+// from the timeout), under a steady load of reads that start whatever the reads before them
+// are doing (as the misses of several environments, or misses rare enough to find read slots
+// free, do). A pause shorter than the read timeout answers every read in time: no read may
+// fail, the paused master's contexts included.
+func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and pauses a node")
+	}
+	cluster := redistest.StartCluster(t, 3)
+	const readTimeout, pauses = 3 * redis.DefaultReadTimeout, 5
+	const pause = readTimeout * 3 / 5
+	uc, err := redis.NewClient(redis.ClientOptions{ClusterAddrs: cluster.Addrs(), DialTimeout: redis.DefaultDialTimeout,
+		ReadTimeout: readTimeout, WriteTimeout: readTimeout, MaxRetries: redis.DefaultMaxRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	contexts, hashes, want := contextsOf(300)
+	store := redis.New(uc, "launchdarkly")
+	ctx := context.Background()
+	if _, err := store.Load(ctx, contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllRead(t, store, hashes)
+	victim := cluster.Nodes[1].Client()
+	var reads, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond) // the load's rate, not a synchronization
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			batch := make([]string, 4)
+			for i := range batch {
+				batch[i] = hashes[rand.IntN(len(hashes))]
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*readTimeout)
+				defer cancel()
+				for i, r := range store.Memberships(ctx, batch) {
+					switch {
+					case r.Err != nil:
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, r.Err.Error())
+					case fmt.Sprint(storetest.Map(r.Membership)) != fmt.Sprint(want[batch[i]]):
+						t.Errorf("wrong answer %v, want %v", storetest.Map(r.Membership), want[batch[i]])
+					}
+				}
+				reads.Add(1)
+			})
+		}
+	})
+	for range pauses {
+		before := reads.Load()
+		waitUntil(t, "reads between pauses", func() bool { return reads.Load() >= before+20 })
+		if err := victim.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := victim.Ping(ctx).Err(); err != nil { // answered once the pause is over
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d reads of 4 contexts with %d pauses of %v, %d contexts failed", reads.Load(), pauses, pause, failed.Load())
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d context reads failed across %d pauses of %v, below the read timeout (%v), such as %q",
+			n, pauses, pause, readTimeout, firstErr.Load())
+	}
+}
