@@ -25,10 +25,10 @@
 // is Hash. An Environment therefore looks contexts up by hash only (LookupHash, LookupBatch); a
 // lookup by key is a lookup of Hash(key), so a lookup by key and one by hash of the same
 // context share one cache entry. Hashes from callers are checked with ValidateHash first: it
-// accepts only the one canonical form an encoder writes (unused bits zero: "QQ==", not "QR==",
-// which decodes the same), so that a caller's mistake (a URL-safe alphabet, a lost escape) is
-// an error, not "no membership". MaxHashLen leaves room for other schemes than SHA-256 while
-// keeping malformed input from turning into large store keys.
+// accepts only what Hash writes, the 44 characters of 32 bytes in the one canonical form an
+// encoder writes (unused bits zero), so that a caller's mistake (a hex digest, a URL-safe
+// alphabet, a lost escape) is an error, not "no membership". SHA-256 is the only scheme
+// LaunchDarkly's synchronizers and SDKs use, so no other is accepted.
 //
 // # Memberships
 //
