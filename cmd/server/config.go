@@ -38,7 +38,7 @@ type config struct {
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
 	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
 	TLSClientCAFile            string        `envconfig:"TLS_CLIENT_CA_FILE" desc:"PEM CA bundle: with it, clients must present a certificate it issued (mutual TLS)"`
-	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; with no Redis setting at all, the embedded store is used"`
+	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; one store setting (a Redis one, DYNAMODB_TABLE or SEED_FILE) is required"`
 	RedisClusterAddrs          []string      `envconfig:"REDIS_CLUSTER_ADDRS" desc:"Redis Cluster: comma-separated seed host:port addresses"`
 	RedisSentinelAddrs         []string      `envconfig:"REDIS_SENTINEL_ADDRS" desc:"Sentinel-managed Redis: comma-separated sentinel host:port addresses"`
 	RedisSentinelMaster        string        `envconfig:"REDIS_SENTINEL_MASTER" desc:"Sentinel-managed Redis: the master's name"`
@@ -63,7 +63,7 @@ type config struct {
 	DynamoDBConsistentRead     bool          `envconfig:"DYNAMODB_CONSISTENT_READ" desc:"strongly consistent DynamoDB reads; false halves their read capacity, but a read may miss the last second or so of writes"`
 	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data: one environment, named default; with DYNAMODB_TABLE, unset means none (LaunchDarkly's default there)"`
 	Environments               []string      `envconfig:"ENVIRONMENTS" desc:"several environments in one Redis or DynamoDB table, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
-	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see docs/redis.md); unset means an empty store"`
+	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
 	CacheSize                  int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
 	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
 	CacheTTLWithCursor         time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
@@ -260,11 +260,19 @@ func (c config) validate() error {
 	if _, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	}
+	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
+		errs = append(errs, errors.New(noStore))
+	}
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateRedis()...)
 	errs = append(errs, c.validateDynamoDB()...)
 	return errors.Join(errs...)
 }
+
+// noStore refuses a configuration with no store: served, it would answer "no membership" for
+// every context while healthy and ready.
+const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS " +
+	"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store"
 
 // rangeCheck is one numeric setting's bound: bad when the value is outside it.
 type rangeCheck struct {

@@ -8,8 +8,22 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
-	if err := defaultConfig().validate(); err != nil {
+	c := defaultConfig()
+	c.SeedFile = emptySeedFile // a store is the one setting without a default
+	if err := c.validate(); err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
+	}
+}
+
+// With no store configured the program refuses to start, naming the settings of each store:
+// served, it would answer "no membership" for everyone while healthy and ready.
+func TestNoStoreIsRefused(t *testing.T) {
+	code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"})
+	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS",
+		"BIGSEG_REDIS_SENTINEL_ADDRS", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("no store: exit %d, stderr %q; want exit 1 and a message naming %s", code, stderr, want)
+		}
 	}
 }
 
