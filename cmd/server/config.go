@@ -246,6 +246,7 @@ func (c config) validate() error {
 			bad(ck.name, "%s", ck.msg)
 		}
 	}
+	errs = append(errs, c.validateTimeouts()...)
 	if len(c.APITokens) > 0 && c.APITokensFile != "" {
 		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
 	}
@@ -273,6 +274,28 @@ func (c config) validate() error {
 // every context while healthy and ready.
 const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS " +
 	"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store"
+
+// validateTimeouts refuses timeouts that cannot hold together. A response must be written
+// within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
+// all: a batch's body, its wait for a slot and its lookup must fit in it. A body must arrive
+// within READ_TIMEOUT too, else it is cut off without the 408 that BODY_READ_TIMEOUT gives.
+func (c config) validateTimeouts() []error {
+	var errs []error
+	names, sum := "BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT", c.LookupTimeout+c.BodyReadTimeout
+	values := fmt.Sprintf("%s + %s", c.LookupTimeout, c.BodyReadTimeout)
+	if c.MaxInflight > 0 {
+		names, sum, values = names+" + BIGSEG_SHED_WAIT", sum+c.ShedWait, values+" + "+c.ShedWait.String()
+	}
+	if sum >= c.WriteTimeout {
+		errs = append(errs, fmt.Errorf("%s (%s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			names, values, c.WriteTimeout))
+	}
+	if c.BodyReadTimeout >= c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("BIGSEG_BODY_READ_TIMEOUT (%s) must be less than BIGSEG_READ_TIMEOUT (%s), which cuts a body off without an answer",
+			c.BodyReadTimeout, c.ReadTimeout))
+	}
+	return errs
+}
 
 // rangeCheck is one numeric setting's bound: bad when the value is outside it.
 type rangeCheck struct {

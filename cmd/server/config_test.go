@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bigseg/bigseg/segments"
 )
@@ -40,6 +41,35 @@ func TestValidateNamesTheVariables(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// Timeouts that cannot hold together are refused at start, naming both sides: a lookup timeout
+// past the write timeout would have lookups answered with nothing at all.
+func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "16s"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + BIGSEG_SHED_WAIT (16s + 2s + 250ms) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "10s", "BIGSEG_WRITE_TIMEOUT": "12s", "BIGSEG_MAX_INFLIGHT": "0"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (10s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
+		{map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m"},
+			"BIGSEG_BODY_READ_TIMEOUT (20s) must be less than BIGSEG_READ_TIMEOUT (15s)"},
+	} {
+		env := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_SEED_FILE": emptySeedFile}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		if code, _, stderr := runToExit(t, env); code != 1 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", tt.env, code, stderr, tt.want)
+		}
+	}
+	c := defaultConfig()
+	c.SeedFile, c.LookupTimeout, c.WriteTimeout = emptySeedFile, 16*time.Second, time.Minute
+	if err := c.validate(); err != nil {
+		t.Errorf("a 16s lookup timeout with a 1m write timeout: %v", err)
 	}
 }
 
