@@ -165,3 +165,19 @@ func TestTableNames(t *testing.T) {
 		}
 	}
 }
+
+// Asking a command for its usage is not a failure: the process exits 0, with no settings at
+// all. A flag it does not know still exits 1.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"load", "-h"}, {"load", "--help"}, {"load", "file.json", "-h"},
+		{"healthcheck", "-h"}, {"healthcheck", "--help"}} {
+		if code, stdout, stderr := runToExit(t, nil, args...); code != 0 || !strings.Contains(stdout+stderr, "Usage") {
+			t.Errorf("%v: exit %d, output %q; want exit 0 and the usage", args, code, stdout+stderr)
+		}
+	}
+	for _, args := range [][]string{{"load", "--bogus"}, {"healthcheck", "--bogus"}} {
+		if code, _, _ := runToExit(t, nil, args...); code != 1 {
+			t.Errorf("%v: exit %d, want 1", args, code)
+		}
+	}
+}
