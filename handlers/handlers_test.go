@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -178,7 +180,9 @@ func TestLookupByHash(t *testing.T) {
 		{"twice", "contextHash=YWJj&contextHash=YWJj", 400, "once"},
 		{"URL-safe alphabet", "contextHash=" + strings.NewReplacer("+", "-", "/", "_").Replace(dave), 400, "alphabet"},
 		{"not padded", "contextHash=YWJjZA", 400, "base64"},
-		{"too long", "contextHash=" + strings.Repeat("A", 132), 400, "longer than 128"},
+		{"too long", "contextHash=" + strings.Repeat("Q", 132), 400, "132 characters long"},
+		{"base64 of 3 bytes", "contextHash=YWJj", 400, "the standard base64 (44 characters, padded) of the 32-byte SHA-256"},
+		{"hex", "contextHash=" + hexSHA256("dave"), 400, "looks like hex; a context hash is the standard base64"},
 		{"bad query escape", "contextHash=%zz", 400, "query string"},
 	}
 	for _, tt := range tests {
@@ -247,7 +251,8 @@ func TestBatchBadRequests(t *testing.T) {
 		{"too big", "application/json", `{"contextKeys": ["` + strings.Repeat("a", 300) + `"]}`, 413, "larger than 200 bytes"},
 		{"empty key", "application/json", `{"contextKeys": ["a", ""]}`, 400, "contextKeys[1]: context key is empty"},
 		{"long key", "application/json", `{"contextKeys": ["` + strings.Repeat("a", 21) + `"]}`, 400, "contextKeys[0]: context key is longer than 20 bytes"},
-		{"bad hash", "application/json", `{"contextHashes": ["YWJj", "a b"]}`, 400, "contextHashes[1]: "},
+		{"bad hash", "application/json", `{"contextHashes": ["` + segments.Hash("a") + `", "a b"]}`, 400, "contextHashes[1]: "},
+		{"hex hash", "application/json", `{"contextHashes": ["` + hexSHA256("a") + `"]}`, 400, "contextHashes[0]: context hash looks like hex"},
 		{"invalid UTF-8", "application/json", "{\"contextKeys\": [\"\xff\"]}", 400, "not valid UTF-8"},
 		{"lone high surrogate", "application/json", `{"contextKeys": ["\ud800"]}`, 400, "lone UTF-16 surrogate"},
 		{"lone low surrogate", "application/json", `{"contextKeys": ["a\udc00"]}`, 400, "lone UTF-16 surrogate"},
@@ -626,4 +631,10 @@ func TestRequestBodiesOnlyWhereRead(t *testing.T) {
 			t.Errorf("%s: %q, want 413 at once", name, got)
 		}
 	}
+}
+
+// hexSHA256 is the SHA-256 of key in hex: 64 characters, valid base64 of 48 bytes, not a hash.
+func hexSHA256(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

@@ -2,6 +2,8 @@ package resp_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -162,7 +164,10 @@ func TestRefusals(t *testing.T) {
 		{[]any{"CONFIG", "SET", "maxmemory", "1"}, "ERR unknown command 'config'"},
 		{[]any{"GET", "launchdarkly:big_segments_synchronized_on"}, `ERR bigseg serves the Big Segments of prefix "ld-prod"`},
 		{[]any{"SMEMBERS", "launchdarkly:big_segment_include:" + segments.Hash("alice")}, `prefix "ld-prod"`},
-		{[]any{"SMEMBERS", "ld-prod:big_segment_include:not base64!"}, "ERR context hash has a character outside the standard base64 alphabet"},
+		{[]any{"SMEMBERS", "ld-prod:big_segment_include:not base64!"}, "ERR context hash has a character outside the standard base64 alphabet at offset 3; a context hash is the standard base64"},
+		{[]any{"SMEMBERS", "ld-prod:big_segment_exclude:" + hexSHA256("alice")}, "ERR context hash looks like hex; a context hash is the standard base64"},
+		{[]any{"SMEMBERS", "ld-prod:big_segment_include:YWJj"}, "ERR context hash is 4 characters long"},
+		{[]any{"SMEMBERS", "ld-prod:big_segment_include:" + segments.Hash("alice")[:43] + "+"}, "ERR context hash is not the canonical padded base64 of 32 bytes"},
 		{[]any{"SMEMBERS", "ld-prod:big_segments_synchronized_on"}, "ERR bigseg serves"},
 		{[]any{"GET", "ld-prod:big_segments_cursor"}, "ERR bigseg serves"},
 		{[]any{"SELECT", "1"}, "ERR DB index is out of range"},
@@ -542,4 +547,10 @@ func TestLargeAnswer(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("commands counted as failed: %v", failed)
 	}
+}
+
+// hexSHA256 is the SHA-256 of key in hex: 64 characters, valid base64 of 48 bytes, not a hash.
+func hexSHA256(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

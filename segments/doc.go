@@ -20,8 +20,10 @@
 // Synchronizers store memberships under the hash of a context key, never the key: standard,
 // padded base64 of the SHA-256 of the key's bytes, which is Hash. An Environment looks contexts
 // up by hash only (LookupHash, LookupBatch), so a lookup by key and one by hash of the same
-// context share one cache entry. Hashes from callers are checked with ValidateHash first, so
-// that a caller's mistake is an error, not "no membership".
+// context share one cache entry. Hashes from callers are checked with ValidateHash first: it
+// accepts only what Hash writes, the 44 characters of 32 bytes in their one canonical form, so
+// that a caller's mistake (a hex digest, a URL-safe alphabet, a lost escape) is an error, not
+// "no membership". SHA-256 is the only scheme LaunchDarkly uses, so no other is accepted.
 //
 // # Memberships
 //

@@ -1,6 +1,8 @@
 package segments
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -19,26 +21,35 @@ func TestHash(t *testing.T) {
 }
 
 func TestValidateHash(t *testing.T) {
+	h := Hash("alice")
+	sum := sha256.Sum256([]byte("alice"))
 	tests := []struct {
 		hash string
-		ok   bool
+		want string // in the error; "" for a valid hash
 	}{
-		{Hash("alice"), true},
-		{"YWJj", true},
-		{"", false},
-		{"abc", false},      // not padded
-		{"YW Jj", false},    // a '+' that lost its escaping
-		{"-_-_", false},     // URL-safe alphabet
-		{"YWJj====", false}, // padding in the wrong place
-		{"QQ==", true},
-		{"QR==", false},                   // not canonical: decodes as "QQ==" does
-		{strings.Repeat("A", 132), false}, // too long
-		{strings.Repeat("A", 128), true},
+		{h, ""},
+		{Hash(""), ""},
+		{"", "empty"},
+		{hex.EncodeToString(sum[:]), "looks like hex"},                  // 64 characters, valid base64 of 48 bytes
+		{strings.ToUpper(hex.EncodeToString(sum[:])), "looks like hex"}, // upper-case hex
+		{"YWJj", "4 characters long"},                                   // base64, but of 3 bytes
+		{"QQ==", "4 characters long"},                                   // base64, but of 1 byte
+		{h[:43], "43 characters long"},                                  // not padded
+		{h + "=", "45 characters long"},                                 // padded twice
+		{strings.Repeat("Q", 128), "128 characters long"},               // base64 of 96 bytes
+		{h[:42] + "==", "canonical padded base64 of 32 bytes"},          // 31 bytes
+		{h[:42] + "B=", "canonical padded base64 of 32 bytes"},          // not canonical: decodes as h does
+		{h[:10] + " " + h[11:], "outside the standard base64 alphabet"}, // a '+' that lost its escaping
+		{h[:10] + "-" + h[11:], "outside the standard base64 alphabet"}, // URL-safe alphabet
+		{h[:10] + "=" + h[11:], "canonical padded base64 of 32 bytes"},  // padding in the wrong place
 	}
 	for _, tt := range tests {
 		err := ValidateHash(tt.hash)
-		if (err == nil) != tt.ok {
-			t.Errorf("ValidateHash(%q) = %v, want ok=%v", tt.hash, err, tt.ok)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("ValidateHash(%q) = %v, want nil", tt.hash, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "32-byte SHA-256")):
+			t.Errorf("ValidateHash(%q) = %v, want an error with %q saying what a hash is", tt.hash, err, tt.want)
 		}
 	}
 }

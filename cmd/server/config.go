@@ -38,7 +38,7 @@ type config struct {
 	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
 	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
 	TLSClientCAFile            string        `envconfig:"TLS_CLIENT_CA_FILE" desc:"PEM CA bundle: with it, clients must present a certificate it issued (mutual TLS)"`
-	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; with no Redis setting at all, the embedded store is used"`
+	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; one store setting (a Redis one, DYNAMODB_TABLE or SEED_FILE) is required"`
 	RedisClusterAddrs          []string      `envconfig:"REDIS_CLUSTER_ADDRS" desc:"Redis Cluster: comma-separated seed host:port addresses"`
 	RedisSentinelAddrs         []string      `envconfig:"REDIS_SENTINEL_ADDRS" desc:"Sentinel-managed Redis: comma-separated sentinel host:port addresses"`
 	RedisSentinelMaster        string        `envconfig:"REDIS_SENTINEL_MASTER" desc:"Sentinel-managed Redis: the master's name"`
@@ -63,7 +63,7 @@ type config struct {
 	DynamoDBConsistentRead     bool          `envconfig:"DYNAMODB_CONSISTENT_READ" desc:"strongly consistent DynamoDB reads; false halves their read capacity, but a read may miss the last second or so of writes"`
 	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data: one environment, named default; with DYNAMODB_TABLE, unset means none (LaunchDarkly's default there)"`
 	Environments               []string      `envconfig:"ENVIRONMENTS" desc:"several environments in one Redis or DynamoDB table, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
-	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store (see docs/redis.md); unset means an empty store"`
+	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
 	CacheSize                  int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
 	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
 	CacheTTLWithCursor         time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
@@ -246,6 +246,7 @@ func (c config) validate() error {
 			bad(ck.name, "%s", ck.msg)
 		}
 	}
+	errs = append(errs, c.validateTimeouts()...)
 	if len(c.APITokens) > 0 && c.APITokensFile != "" {
 		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
 	}
@@ -260,10 +261,40 @@ func (c config) validate() error {
 	if _, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	}
+	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
+		errs = append(errs, errors.New(noStore))
+	}
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateRedis()...)
 	errs = append(errs, c.validateDynamoDB()...)
 	return errors.Join(errs...)
+}
+
+// noStore refuses a configuration with no store: served, it would answer "no membership" for
+// every context while healthy and ready.
+const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS " +
+	"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store"
+
+// validateTimeouts refuses timeouts that cannot hold together. A response must be written
+// within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
+// all: a batch's body, its wait for a slot and its lookup must fit in it. A body must arrive
+// within READ_TIMEOUT too, else it is cut off without the 408 that BODY_READ_TIMEOUT gives.
+func (c config) validateTimeouts() []error {
+	var errs []error
+	names, sum := "BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT", c.LookupTimeout+c.BodyReadTimeout
+	values := fmt.Sprintf("%s + %s", c.LookupTimeout, c.BodyReadTimeout)
+	if c.MaxInflight > 0 {
+		names, sum, values = names+" + BIGSEG_SHED_WAIT", sum+c.ShedWait, values+" + "+c.ShedWait.String()
+	}
+	if sum >= c.WriteTimeout {
+		errs = append(errs, fmt.Errorf("%s (%s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			names, values, c.WriteTimeout))
+	}
+	if c.BodyReadTimeout >= c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("BIGSEG_BODY_READ_TIMEOUT (%s) must be less than BIGSEG_READ_TIMEOUT (%s), which cuts a body off without an answer",
+			c.BodyReadTimeout, c.ReadTimeout))
+	}
+	return errs
 }
 
 // rangeCheck is one numeric setting's bound: bad when the value is outside it.

@@ -12,7 +12,7 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// hasRedis says whether a Redis is configured (else the embedded store is used).
+// hasRedis says whether a Redis is configured (else DynamoDB or the embedded store is used).
 func (c config) hasRedis() bool {
 	return c.RedisURL != "" || len(c.RedisClusterAddrs) > 0 || len(c.RedisSentinelAddrs) > 0
 }

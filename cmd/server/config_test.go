@@ -3,13 +3,28 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bigseg/bigseg/segments"
 )
 
 func TestDefaultIsValid(t *testing.T) {
-	if err := defaultConfig().validate(); err != nil {
+	c := defaultConfig()
+	c.SeedFile = emptySeedFile // a store is the one setting without a default
+	if err := c.validate(); err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
+	}
+}
+
+// With no store configured the program refuses to start, naming the settings of each store:
+// served, it would answer "no membership" for everyone while healthy and ready.
+func TestNoStoreIsRefused(t *testing.T) {
+	code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"})
+	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS",
+		"BIGSEG_REDIS_SENTINEL_ADDRS", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("no store: exit %d, stderr %q; want exit 1 and a message naming %s", code, stderr, want)
+		}
 	}
 }
 
@@ -26,6 +41,35 @@ func TestValidateNamesTheVariables(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// Timeouts that cannot hold together are refused at start, naming both sides: a lookup timeout
+// past the write timeout would have lookups answered with nothing at all.
+func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "16s"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + BIGSEG_SHED_WAIT (16s + 2s + 250ms) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "10s", "BIGSEG_WRITE_TIMEOUT": "12s", "BIGSEG_MAX_INFLIGHT": "0"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (10s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
+		{map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m"},
+			"BIGSEG_BODY_READ_TIMEOUT (20s) must be less than BIGSEG_READ_TIMEOUT (15s)"},
+	} {
+		env := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_SEED_FILE": emptySeedFile}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		if code, _, stderr := runToExit(t, env); code != 1 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", tt.env, code, stderr, tt.want)
+		}
+	}
+	c := defaultConfig()
+	c.SeedFile, c.LookupTimeout, c.WriteTimeout = emptySeedFile, 16*time.Second, time.Minute
+	if err := c.validate(); err != nil {
+		t.Errorf("a 16s lookup timeout with a 1m write timeout: %v", err)
 	}
 }
 
@@ -118,6 +162,22 @@ func TestTableNames(t *testing.T) {
 	} {
 		if got := isTableName(tc.name); got != tc.ok {
 			t.Errorf("isTableName(%q) = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
+
+// Asking a command for its usage is not a failure: the process exits 0, with no settings at
+// all. A flag it does not know still exits 1.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"load", "-h"}, {"load", "--help"}, {"load", "file.json", "-h"},
+		{"healthcheck", "-h"}, {"healthcheck", "--help"}} {
+		if code, stdout, stderr := runToExit(t, nil, args...); code != 0 || !strings.Contains(stdout+stderr, "Usage") {
+			t.Errorf("%v: exit %d, output %q; want exit 0 and the usage", args, code, stdout+stderr)
+		}
+	}
+	for _, args := range [][]string{{"load", "--bogus"}, {"healthcheck", "--bogus"}} {
+		if code, _, _ := runToExit(t, nil, args...); code != 1 {
+			t.Errorf("%v: exit %d, want 1", args, code)
 		}
 	}
 }

@@ -197,7 +197,7 @@ func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
 	_, table := dynamoTable(t)
 	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
 	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} })
-	p := dynamoProcess(t, proxy.URL, table, "BIGSEG_LOOKUP_TIMEOUT", "1m")
+	p := dynamoProcess(t, proxy.URL, table, "BIGSEG_LOOKUP_TIMEOUT", "1m", "BIGSEG_WRITE_TIMEOUT", "2m")
 	if line := p.logs.wait(t, "big segment store unavailable"); line["code"] != "deadline_exceeded" {
 		t.Errorf("logged %v, want code deadline_exceeded", line)
 	}

@@ -10,12 +10,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -63,7 +66,7 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 		return fmt.Errorf("unknown command %q (try -h)", cmd)
 	}
 	cfg, err := settings()
-	if err != nil {
+	if err != nil && !(cmd != "" && slices.ContainsFunc(args[2:], isHelp)) { // a command's -h needs no settings
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -71,11 +74,21 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 	switch cmd {
 	case "load":
 		go cancelOnSignal(ctx, cancel, signals)
-		return load(ctx, args[2:], cfg, stdout, stderr, time.Now)
+		err = load(ctx, args[2:], cfg, stdout, stderr, time.Now)
 	case "healthcheck":
-		return healthcheck(ctx, args[2:], cfg, stdout, stderr)
+		err = healthcheck(ctx, args[2:], cfg, stdout, stderr)
+	default:
+		return serve(ctx, signals, cfg, stderr)
 	}
-	return serve(ctx, signals, cfg, stderr)
+	if errors.Is(err, flag.ErrHelp) { // asked for, and printed: not a failure
+		return nil
+	}
+	return err
+}
+
+// isHelp says whether a command's argument asks for its usage, as package flag takes it.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--h" || arg == "--help"
 }
 
 // usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +30,7 @@ func startProcess(t testing.TB, env map[string]string) *process {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "PATH=" + os.Getenv("PATH")}
 	get := environ(env)
-	for _, k := range []string{"BIGSEG_ADDR", "BIGSEG_LOG_LEVEL", "BIGSEG_SHUTDOWN_DELAY"} {
+	for _, k := range []string{"BIGSEG_ADDR", "BIGSEG_LOG_LEVEL", "BIGSEG_SHUTDOWN_DELAY", "BIGSEG_SEED_FILE"} {
 		cmd.Env = append(cmd.Env, k+"="+get(k))
 	}
 	for k, v := range env {
@@ -109,4 +111,26 @@ func (p *process) holdings(t *testing.T) holdings {
 	}
 	u.fds = len(fds)
 	return u
+}
+
+// runToExit runs the program as a process of its own with args and exactly the BIGSEG_*
+// settings of env (no test defaults), and returns its exit code and output once it exits
+// (within 20 s).
+func runToExit(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) || ctx.Err() != nil {
+		t.Fatalf("%v: %v (%v); stderr:\n%s", args, err, ctx.Err(), errOut.String())
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"unicode"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bigseg/bigseg/internal/telemetry"
@@ -253,5 +255,41 @@ func TestDocLinksResolve(t *testing.T) {
 				t.Errorf("%s links to %s, which has no such heading", doc, target)
 			}
 		}
+	}
+}
+
+// The table docs/dynamodb.md tells users to create has the key schema and attribute types of
+// the table the tests create on moto (and the store reads): its aws dynamodb create-table
+// command, option by option, against DescribeTable of a test table.
+func TestDynamoDBDocCreatesTheTestsTable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/dynamodb.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := regexp.MustCompile(`aws dynamodb create-table(?:[^\n]*\\\n)*[^\n]*`).FindString(string(b))
+	if cmd == "" {
+		t.Fatal("docs/dynamodb.md has no aws dynamodb create-table command")
+	}
+	doc := map[string]bool{}
+	for _, m := range regexp.MustCompile(`AttributeName=\w+,(?:AttributeType|KeyType)=\w+`).FindAllString(cmd, -1) {
+		doc[m] = true
+	}
+	c, table := dynamoTable(t)
+	out, err := c.DescribeTable(context.Background(), &awsdynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]bool{}
+	for _, a := range out.Table.AttributeDefinitions {
+		tests[fmt.Sprintf("AttributeName=%s,AttributeType=%s", *a.AttributeName, a.AttributeType)] = true
+	}
+	for _, k := range out.Table.KeySchema {
+		tests[fmt.Sprintf("AttributeName=%s,KeyType=%s", *k.AttributeName, k.KeyType)] = true
+	}
+	if diff := cmp.Diff(tests, doc); diff != "" {
+		t.Errorf("docs/dynamodb.md's create-table differs from the tests' table (-tests +doc):\n%s", diff)
+	}
+	if !strings.Contains(cmd, "--billing-mode PAY_PER_REQUEST") {
+		t.Errorf("the command is not on-demand: %s", cmd)
 	}
 }

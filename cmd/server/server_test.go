@@ -151,11 +151,29 @@ func start(t *testing.T, env map[string]string) *server {
 	}
 }
 
+// emptySeedFile is the seed file of the tests' servers whose settings name no store (a server
+// with none refuses to start): an empty embedded store.
+const emptySeedFile = "testdata/empty.json"
+
+// namesStore says whether env names a store, even as empty (unset).
+func namesStore(env map[string]string) bool {
+	for _, k := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS", "BIGSEG_REDIS_SENTINEL_ADDRS",
+		"BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
+		if _, ok := env[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // environ is the environment a test runs the program with: env over test defaults, and
 // nothing of the machine's BIGSEG_* variables, so that tests with different settings run side
 // by side.
 func environ(env map[string]string) func(string) string {
 	defaults := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SHUTDOWN_DELAY": "0s"}
+	if !namesStore(env) {
+		defaults["BIGSEG_SEED_FILE"] = emptySeedFile
+	}
 	return func(k string) string {
 		if v, ok := env[k]; ok {
 			return v

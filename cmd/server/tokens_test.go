@@ -77,6 +77,26 @@ func TestTokensFileRotation(t *testing.T) {
 	if got := lookupWith(t, p.URL, "Bearer newer-token"); got != 200 {
 		t.Errorf("the last good token while the file has none: %d, want 200", got)
 	}
+
+	// Removed and put back unchanged, twice: each time back, the failure is over; each
+	// removal is a failure of its own, logged.
+	writeFile(t, dir+"/v2/tokens", "newer-token\n")
+	p.signal(t, syscall.SIGHUP)
+	failing := func(want float64) func() bool {
+		return func() bool { return scrapeValue(t, p.URL, "bigseg_api_tokens_reload_failing") == want }
+	}
+	waitFor(t, "bigseg_api_tokens_reload_failing at 0 once fixed", failing(0))
+	for i := range 2 {
+		os.Rename(dir+"/v2/tokens", dir+"/v2/aside")
+		p.signal(t, syscall.SIGHUP)
+		waitFor(t, fmt.Sprintf("bigseg_api_tokens_reload_failing at 1 once removed (%d)", i+1), failing(1))
+		os.Rename(dir+"/v2/aside", dir+"/v2/tokens")
+		p.signal(t, syscall.SIGHUP)
+		waitFor(t, fmt.Sprintf("bigseg_api_tokens_reload_failing at 0 once put back (%d)", i+1), failing(0))
+	}
+	if n := len(p.logs.find("API tokens file changed but does not load; the last good tokens stay in force")); n != 3 {
+		t.Errorf("the emptied file and two removals logged %d times, want 3", n)
+	}
 }
 
 // TestRevokedTokenEndsHeldRESPConnections revokes, under the real binary, the token of a

@@ -28,10 +28,11 @@ type Certificates struct {
 
 	config atomic.Pointer[tls.Config] // the last good one: handshakes only load it
 
-	mu      sync.Mutex // one reload at a time; guards what follows
-	files   [3]string  // the contents last tried
-	readErr string     // the last read's error, so that a file that stays unreadable counts once
-	failing bool
+	mu       sync.Mutex // one reload at a time; guards what follows
+	files    [3]string  // the contents last tried
+	filesBad bool       // whether files do not load
+	readErr  string     // the last read's error, so that a file that stays unreadable counts once
+	failing  bool
 }
 
 // NewCertificates loads the files and reports the certificate to observe; at start, files
@@ -81,30 +82,47 @@ func (c *Certificates) Reload() {
 	}
 }
 
-// reloadIfChanged builds a new configuration if the files changed since last tried.
+// reloadIfChanged builds a new configuration if the files changed since last tried. Files
+// that become readable again as they were, after a failure to read them, are in force again:
+// the failure is over, and the next one is logged.
 func (c *Certificates) reloadIfChanged() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	files, err := c.read()
 	switch {
-	case err == nil && files == c.files:
-		return
 	case err != nil && err.Error() == c.readErr: // still unreadable: already said
 		return
 	case err != nil:
 		c.readErr = err.Error()
-	default:
-		c.files, c.readErr = files, ""
-		var cfg *tls.Config
-		if cfg, err = c.build(files); err == nil {
-			c.config.Store(cfg)
-			c.failing = false
-			notAfter := cfg.Certificates[0].Leaf.NotAfter
-			c.observe(false, notAfter)
-			c.log.Info("TLS certificate reloaded", "notAfter", notAfter.UTC().Format(time.RFC3339))
-			return
-		}
+		c.fail(err)
+		return
 	}
+	unreadable := c.readErr != ""
+	c.readErr = ""
+	notAfter := c.config.Load().Certificates[0].Leaf.NotAfter
+	if files == c.files {
+		if unreadable && !c.filesBad {
+			c.failing = false
+			c.observe(false, notAfter)
+			c.log.Info("TLS files readable again, unchanged: their certificate stays in use")
+		}
+		return
+	}
+	c.files = files
+	cfg, err := c.build(files)
+	if c.filesBad = err != nil; c.filesBad {
+		c.fail(err)
+		return
+	}
+	c.config.Store(cfg)
+	c.failing = false
+	notAfter = cfg.Certificates[0].Leaf.NotAfter
+	c.observe(false, notAfter)
+	c.log.Info("TLS certificate reloaded", "notAfter", notAfter.UTC().Format(time.RFC3339))
+}
+
+// fail reports that the files do not load, and logs it once a failure.
+func (c *Certificates) fail(err error) {
 	if !c.failing {
 		c.log.Error("TLS files changed but do not load; still serving the last good certificate", "err", err.Error())
 	}

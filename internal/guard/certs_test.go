@@ -3,6 +3,7 @@ package guard_test
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -135,5 +136,38 @@ func TestCertificatesClientCA(t *testing.T) {
 		if _, err := guard.NewCertificates(files[0], files[1], files[2], nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {}); err == nil {
 			t.Errorf("%v: loaded", files)
 		}
+	}
+}
+
+// TestCertificatesRemovedAndPutBack: files removed then put back unchanged are in use again,
+// so the failure they were reported as is over, and a second removal is a new failure,
+// logged again.
+func TestCertificatesRemovedAndPutBack(t *testing.T) {
+	one := redistest.NewTLS(t)
+	dir := t.TempDir()
+	copyFile(t, one.ServerCert, dir+"/cert.pem")
+	copyFile(t, one.ServerKey, dir+"/key.pem")
+	var failing []bool
+	var logs bytes.Buffer
+	c, err := guard.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", nil,
+		slog.New(slog.NewTextHandler(&logs, nil)), func(f bool, _ time.Time) { failing = append(failing, f) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := os.Rename(dir+"/cert.pem", dir+"/aside"); err != nil {
+			t.Fatal(err)
+		}
+		c.Reload()
+		if err := os.Rename(dir+"/aside", dir+"/cert.pem"); err != nil {
+			t.Fatal(err)
+		}
+		c.Reload()
+	}
+	if got, want := fmt.Sprint(failing), "[false true false true false]"; got != want {
+		t.Errorf("removed and put back twice: observed %s, want %s", got, want)
+	}
+	if n := strings.Count(logs.String(), "do not load"); n != 2 {
+		t.Errorf("two removals logged %d times, want twice:\n%s", n, logs.String())
 	}
 }

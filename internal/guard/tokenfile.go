@@ -30,32 +30,46 @@ func (t *Tokens) Reload() {
 	}
 }
 
-// reloadIfChanged takes the file's tokens if it changed since last tried and loads.
+// reloadIfChanged takes the file's tokens if it changed since last tried and loads. A file
+// that becomes readable again as it was, after a failure to read it, is in force again: the
+// failure is over, and the next one is logged.
 func (t *Tokens) reloadIfChanged() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b, err := ReadSettingFile(t.file)
 	switch {
-	case err == nil && string(b) == t.last:
-		return
 	case err != nil && err.Error() == t.readErr: // still unreadable: already said
 		return
 	case err != nil:
 		t.readErr = err.Error()
-		err = fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err)
-	default:
-		t.last, t.readErr = string(b), ""
-		var entries []token
-		var short int
-		if entries, short, err = t.parse(string(b)); err == nil {
-			t.entries.Store(&entries)
-			t.warnShort(short)
+		t.fail(fmt.Errorf("BIGSEG_API_TOKENS_FILE: %w", err))
+		return
+	}
+	unreadable := t.readErr != ""
+	t.readErr = ""
+	if string(b) == t.last {
+		if unreadable && !t.lastBad {
 			t.failing = false
 			t.observe(false)
-			t.log.Info("API tokens reloaded", "tokens", len(entries))
-			return
+			t.log.Info("API tokens file readable again, unchanged: its tokens stay in force")
 		}
+		return
 	}
+	t.last = string(b)
+	entries, short, err := t.parse(t.last)
+	if t.lastBad = err != nil; t.lastBad {
+		t.fail(err)
+		return
+	}
+	t.entries.Store(&entries)
+	t.warnShort(short)
+	t.failing = false
+	t.observe(false)
+	t.log.Info("API tokens reloaded", "tokens", len(entries))
+}
+
+// fail reports that the file does not load, and logs it once a failure.
+func (t *Tokens) fail(err error) {
 	if !t.failing {
 		t.log.Error("API tokens file changed but does not load; the last good tokens stay in force", "err", err.Error())
 	}

@@ -157,3 +157,45 @@ func TestTokensNotReadByRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestTokensFileRemovedAndPutBack: a file removed then put back unchanged is in force again,
+// so the failure it was reported as is over, and a second removal is a new failure, logged
+// again. A file that did not load, put back as it was, still does not.
+func TestTokensFileRemovedAndPutBack(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir+"/tokens", "tok-a\n")
+	var logs bytes.Buffer
+	var fails failings
+	tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := func(from, to string) {
+		t.Helper()
+		if err := os.Rename(dir+"/"+from, dir+"/"+to); err != nil {
+			t.Fatal(err)
+		}
+		tok.Reload()
+	}
+	for range 2 {
+		move("tokens", "aside")
+		move("aside", "tokens")
+	}
+	if tok.Scope("tok-a") == nil {
+		t.Error("tok-a refused")
+	}
+	if got, want := fails.String(), "ok failing ok failing ok"; got != want {
+		t.Errorf("removed and put back twice: observed %q, want %q", got, want)
+	}
+	if n := strings.Count(logs.String(), "does not load"); n != 2 {
+		t.Errorf("two removals logged %d times, want twice:\n%s", n, logs.String())
+	}
+
+	write(t, dir+"/tokens", "# no token\n")
+	tok.Reload()
+	move("tokens", "aside")
+	move("aside", "tokens")
+	if got, want := fails.String(), "ok failing ok failing ok failing failing"; got != want {
+		t.Errorf("a bad file removed and put back: observed %q, want %q (still failing)", got, want)
+	}
+}

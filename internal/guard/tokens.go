@@ -37,6 +37,7 @@ type Tokens struct {
 
 	mu      sync.Mutex // one reload at a time; guards what follows
 	last    string     // the file's contents last tried
+	lastBad bool       // whether last does not load
 	readErr string     // the last read's error, so that a file that stays unreadable counts once
 	failing bool
 }
