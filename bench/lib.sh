@@ -45,9 +45,10 @@ server_cmd() {
       cmd_env+=(BIGSEG_SEED_FILE="$tmp/fixture.json")
     else
       # A lookup that misses (the warm-up's) runs some 50 times slower under valgrind than
-      # natively: the default timeout of a second would answer it 503.
+      # natively: the default timeout of a second would answer it 503. The write timeout must
+      # outlast it (the server refuses a lookup timeout it could not write the answer of).
       local -n store_ref="store_env_$4"
-      cmd_env+=("${store_ref[@]}" BIGSEG_LOOKUP_TIMEOUT=30s)
+      cmd_env+=("${store_ref[@]}" BIGSEG_LOOKUP_TIMEOUT=30s BIGSEG_WRITE_TIMEOUT=1m)
     fi
     cmd=("$tmp/$2")
   fi
