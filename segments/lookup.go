@@ -52,7 +52,8 @@ func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
 // readShared reads hash once for every lookup of it that began in cache generation gen, and
 // never for one that began in another: a lookup that begins after a change never gets a read
 // begun before it. The read runs in the first caller's context: it takes a read slot only
-// while that caller waits, and if that caller goes first, the others read again.
+// while that caller waits, and if that caller goes before the lookup timeout, the others read
+// again. A read that took the whole lookup timeout failed for all: the store is that slow.
 func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
@@ -62,8 +63,8 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 		// recovers a store's panic, which would otherwise end the process on DoChan's goroutine.
 		ch := e.flight.DoChan(key, func() (any, error) {
 			r := e.readStore(ctx, []string{hash}, e.slots)[0]
-			if r.Err == nil {
-				return r, nil
+			if r.Err == nil || context.Cause(ctx) == e.svc.timeout {
+				return r, nil // read, or given the whole lookup timeout: the store's answer
 			}
 			return r, ctx.Err() // not nil: its first caller left before it was read
 		})
