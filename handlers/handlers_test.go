@@ -23,7 +23,8 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
@@ -35,7 +36,8 @@ var trickyKeys = []string{
 	"zoë", "日本語", "emoji 🎉", "?query", "#frag", "a;b=c", "..", ".", "'\"<>", "tab\there",
 }
 
-// newServer serves the handler over the embedded store holding fixture entries.
+// newServer serves the handler over the embedded store holding fixture entries, with the
+// batch bodies' memory budget that cmd/server gives it, unless cfgs sets one.
 func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *httptest.Server {
 	t.Helper()
 	svc := oneService(store)
@@ -43,14 +45,17 @@ func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *htt
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
+	if cfg.Bodies == nil {
+		cfg.Bodies = limit.NewBodies(limit.DefaultBodyMemory)
+	}
 	srv := httptest.NewServer(handlers.New(cfg, svc))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
 // newTokens is the accepted tokens of a server that requires them.
-func newTokens(tokens []string) *guard.Tokens {
-	t, _ := guard.NewTokens(tokens, "", nil, nil)
+func newTokens(tokens []string) *auth.Tokens {
+	t, _ := auth.NewTokens(tokens, "", nil, nil)
 	return t
 }
 
@@ -590,7 +595,7 @@ func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 // a request refused before its body was read has its connection closed at once, not read to
 // the end of a body that may never come.
 func TestRequestBodiesOnlyWhereRead(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.Config{Tokens: newTokens([]string{"s3cret"})})
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Auth: newTokens([]string{"s3cret"})})
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
 		{"GET", "/nowhere"}, {"DELETE", "/memberships"},
