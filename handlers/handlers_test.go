@@ -228,6 +228,27 @@ func TestBatch(t *testing.T) {
 	}
 }
 
+// TestBatchWithoutBodies: without Config.Bodies (no memory budget), a batch body is still
+// read whole up to MaxBodyBytes, and one larger is refused.
+func TestBatchWithoutBodies(t *testing.T) {
+	srv := httptest.NewServer(handlers.New(handlers.Config{MaxBodyBytes: 200}, oneService(memoryStore(t, nil))))
+	defer srv.Close()
+	for _, c := range []struct {
+		body string
+		code int
+	}{
+		{`{"contextKeys": ["alice"]}`, 200},
+		{`{"contextKeys": ["` + strings.Repeat("a", 300) + `"]}`, 400},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/memberships", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, body := apitest.Do(t, nil, req)
+		if resp.StatusCode != c.code {
+			t.Errorf("body of %d bytes: %d %s, want %d", len(c.body), resp.StatusCode, body, c.code)
+		}
+	}
+}
+
 func TestBatchBadRequests(t *testing.T) {
 	srv := newServer(t, memoryStore(t, nil), handlers.Config{MaxBatch: 3, MaxBodyBytes: 200, MaxKeyBytes: 20})
 	tests := []struct {
