@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -40,7 +40,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // batch, a second one needs the memory of the first, whose answer is not being read, and cuts
 // it off.
 func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
-	h := New(Config{MaxBodyBytes: 10_000, Bodies: guard.NewBodies(0)}, oneService(emptyStore{}))
+	h := New(Config{MaxBodyBytes: 10_000, Bodies: limit.NewBodies(0)}, oneService(emptyStore{}))
 	body := `{"contextKeys":["k"` + strings.Repeat(`,"k"`, 999) + `]}` // 4 KB: its 1,000 lookups take 256 KB
 	newReq := func() *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/memberships", strings.NewReader(body))
@@ -62,7 +62,7 @@ func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
 // TestUnreadStreamEnds: a status stream whose client reads nothing ends once a write has
 // waited for the stream write timeout, and gives its slot back.
 func TestUnreadStreamEnds(t *testing.T) {
-	h := New(Config{Streams: guard.Streams(1, Error), Heartbeat: time.Millisecond,
+	h := New(Config{Streams: limit.Streams(1, Error), Heartbeat: time.Millisecond,
 		StreamWriteTimeout: 50 * time.Millisecond}, oneService(emptyStore{}))
 	stuck := apitest.NewStuckWriter()
 	done := make(chan struct{})

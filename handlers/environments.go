@@ -62,10 +62,10 @@ func (s *server) scope(r *http.Request) string {
 	return ""
 }
 
-// authenticate is the token check, when tokens are required.
+// authenticate is the token check, when there is one.
 func (s *server) authenticate(next http.Handler) http.Handler {
-	if !s.Tokens.Enabled() {
+	if s.Auth == nil {
 		return next
 	}
-	return s.Tokens.Require(Error, s.scope)(next)
+	return s.Auth.Require(Error, s.scope)(next)
 }

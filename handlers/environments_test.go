@@ -16,7 +16,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 )
@@ -172,11 +172,11 @@ func TestScopedTokens(t *testing.T) {
 	if err := os.WriteFile(dir+"/tokens", []byte("tok-all\ntok-staging staging\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := guard.NewTokens(nil, dir+"/tokens", nil, nil, "production", "staging", "qa")
+	tokens, err := auth.NewTokens(nil, dir+"/tokens", nil, nil, "production", "staging", "qa")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := threeEnvironments(t, handlers.Config{Tokens: tokens})
+	srv := threeEnvironments(t, handlers.Config{Auth: tokens})
 	for _, c := range []struct {
 		token, path string
 		want        int

@@ -1,6 +1,8 @@
 // Package handlers is bigseg's HTTP API: chi routes over the segments service. routes.go lists
-// every route, as api/openapi.yaml does (a test keeps them equal). The limits kept under hostile
-// clients (tokens, body memory, shedding, stream slots) come from package guard in Config.
+// every route, as api/openapi.yaml does (a test keeps them equal). The defences kept under
+// hostile clients (tokens, body memory, shedding, stream slots) are given in Config, as
+// middleware or small interfaces declared here, which cmd/server builds (from packages auth and
+// limit): the handlers put them on their routes and never know which limits exist.
 package handlers
 
 import (
@@ -15,7 +17,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/bigseg/bigseg/api"
-	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -63,15 +64,30 @@ type Config struct {
 	AccessLog bool            // log every request at info level, by route pattern
 	Metrics   http.Handler    // served at /metrics when set
 
-	// Tokens, when enabled, are required on lookups and status streams, each token opening the
-	// environments of its scope.
-	Tokens *guard.Tokens
+	// The defences; nil means none.
+	Auth    Auth                            // the token check of lookups and status streams
+	Bodies  Bodies                          // the memory of batch bodies; none: read whole, with no budget
+	Shed    func(http.Handler) http.Handler // lookups' slots, taken once their input is read
+	Streams func(http.Handler) http.Handler // status streams' slots
+	Trace   func(http.Handler) http.Handler // OpenTelemetry's spans and request durations (telemetry.HTTP), outermost
+}
 
-	// The defences, from package guard; nil means none.
-	Bodies  *guard.Bodies                   // the memory of batch bodies; default: guard.DefaultBodyMemory
-	Shed    *guard.Shedder                  // lookups' slots, once their input is read, shared with the Redis-protocol listener
-	Streams func(http.Handler) http.Handler // status streams (guard.Streams)
-	Trace   func(http.Handler) http.Handler // OpenTelemetry's spans and request durations (telemetry.HTTP), outermost; nil for none
+// Auth is the token check of lookups and status streams; *auth.Tokens is one.
+type Auth interface {
+	// Require is middleware that lets a request through only if its credentials open the
+	// environment env says ("" for every one), and writes a refusal with refuse otherwise.
+	Require(refuse func(w http.ResponseWriter, r *http.Request, code int, msg string), env func(*http.Request) string) func(http.Handler) http.Handler
+	// StillOpens says, each time it is called, whether the credentials of r, which Require
+	// let through, still open env: a status stream ends once its token is revoked.
+	StillOpens(r *http.Request, env string) func() bool
+}
+
+// Bodies reads batch bodies whole, within one memory budget for every request, before the
+// lookups; *limit.Bodies is one. Limit's middleware gives the body on as an r.Body with a
+// Bytes method (interface{ Bytes() []byte }), and holds uses(n) bytes more for a body of n
+// until the request is answered.
+type Bodies interface {
+	Limit(limit int64, timeout time.Duration, uses func(n int64) int64, refuse func(w http.ResponseWriter, r *http.Request, code int, msg string)) func(http.Handler) http.Handler
 }
 
 // RequestObserver is told about every request once answered: route (a chi pattern, or
@@ -84,8 +100,8 @@ type server struct {
 	envs   []*segments.Environment
 	byName map[string]*segments.Environment
 	Config
-	shed func(http.Handler) http.Handler // Config.Shed's middleware
-	mux  *chi.Mux
+	readBody func(http.Handler) http.Handler // Config.Bodies' Limit, before a batch's lookups
+	mux      *chi.Mux
 }
 
 // New returns the HTTP API over the service's environments: each under /environments/{env}/,
@@ -136,13 +152,17 @@ func (s *server) setDefaults() {
 	if s.Log == nil {
 		s.Log = slog.New(slog.DiscardHandler)
 	}
-	if s.Bodies == nil {
-		s.Bodies = guard.NewBodies(guard.DefaultBodyMemory)
+	none := func(next http.Handler) http.Handler { return next }
+	if s.Shed == nil {
+		s.Shed = none
 	}
 	if s.Streams == nil {
-		s.Streams = func(next http.Handler) http.Handler { return next }
+		s.Streams = none
 	}
-	s.shed = s.Shed.Middleware(Error) // a nil Shedder sheds nothing
+	s.readBody = none
+	if s.Bodies != nil {
+		s.readBody = s.Bodies.Limit(s.MaxBodyBytes, s.BodyReadTimeout, s.batchUses, Error)
+	}
 }
 
 func orDefault[T int | int64 | time.Duration](v *T, d T) {
@@ -151,11 +171,12 @@ func orDefault[T int | int64 | time.Duration](v *T, d T) {
 	}
 }
 
-// Error writes {"error": msg} with code: the one way errors are written, guard's too. Unless
-// it is a 400 whose input was read whole, the connection closes after it, so that a client
-// turned away queues again like everyone else, and a body not read is cut off, not read slowly.
+// Error writes {"error": msg} with code: the one way errors are written, the defences' too.
+// Unless it is a 400 whose input was read whole, the connection closes after it, so that a
+// client turned away queues again like everyone else, and a body not read is cut off, not read
+// slowly.
 func Error(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	if _, read := guard.BodyBytes(r); code != http.StatusBadRequest || r.ContentLength != 0 && !read {
+	if _, read := r.Body.(interface{ Bytes() []byte }); code != http.StatusBadRequest || r.ContentLength != 0 && !read {
 		w.Header().Set("Connection", "close")
 		if r.ContentLength != 0 && !read {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
@@ -163,8 +184,6 @@ func Error(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	}
 	writeJSON(w, code, map[string]string{"error": msg})
 }
-
-var _ guard.Refuse = Error
 
 func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(r.URL.Path, "/memberships/") {

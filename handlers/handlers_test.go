@@ -25,7 +25,8 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
@@ -37,7 +38,8 @@ var trickyKeys = []string{
 	"zoë", "日本語", "emoji 🎉", "?query", "#frag", "a;b=c", "..", ".", "'\"<>", "tab\there",
 }
 
-// newServer serves the handler over the embedded store holding fixture entries.
+// newServer serves the handler over the embedded store holding fixture entries, with the
+// batch bodies' memory budget that cmd/server gives it, unless cfgs sets one.
 func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *httptest.Server {
 	t.Helper()
 	svc := oneService(store)
@@ -45,14 +47,17 @@ func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *htt
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
+	if cfg.Bodies == nil {
+		cfg.Bodies = limit.NewBodies(limit.DefaultBodyMemory)
+	}
 	srv := httptest.NewServer(handlers.New(cfg, svc))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
 // newTokens is the accepted tokens of a server that requires them.
-func newTokens(tokens []string) *guard.Tokens {
-	t, _ := guard.NewTokens(tokens, "", nil, nil)
+func newTokens(tokens []string) *auth.Tokens {
+	t, _ := auth.NewTokens(tokens, "", nil, nil)
 	return t
 }
 
@@ -224,6 +229,27 @@ func TestBatch(t *testing.T) {
 	resp, body = post(t, srv.URL+"/memberships", "application/json", `{}`)
 	if resp.StatusCode != http.StatusOK || string(body) != "{\"results\":[]}\n" {
 		t.Errorf("empty batch: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestBatchWithoutBodies: without Config.Bodies (no memory budget), a batch body is still
+// read whole up to MaxBodyBytes, and one larger is refused.
+func TestBatchWithoutBodies(t *testing.T) {
+	srv := httptest.NewServer(handlers.New(handlers.Config{MaxBodyBytes: 200}, oneService(memoryStore(t, nil))))
+	defer srv.Close()
+	for _, c := range []struct {
+		body string
+		code int
+	}{
+		{`{"contextKeys": ["alice"]}`, 200},
+		{`{"contextKeys": ["` + strings.Repeat("a", 300) + `"]}`, 400},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/memberships", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, body := apitest.Do(t, nil, req)
+		if resp.StatusCode != c.code {
+			t.Errorf("body of %d bytes: %d %s, want %d", len(c.body), resp.StatusCode, body, c.code)
+		}
 	}
 }
 
@@ -595,7 +621,7 @@ func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 // a request refused before its body was read has its connection closed at once, not read to
 // the end of a body that may never come.
 func TestRequestBodiesOnlyWhereRead(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.Config{Tokens: newTokens([]string{"s3cret"})})
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Auth: newTokens([]string{"s3cret"})})
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
 		{"GET", "/nowhere"}, {"DELETE", "/memberships"},

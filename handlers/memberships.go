@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/bigseg/bigseg/internal/guard"
 	"github.com/bigseg/bigseg/internal/strictjson"
 	"github.com/bigseg/bigseg/segments"
 )
@@ -196,11 +195,11 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 	})
 }
 
-// decodeBatch checks and parses a batch body, read whole by guard.Bodies.Limit, and returns
-// it with the hashes to look up.
+// decodeBatch checks and parses a batch body, read whole by Config.Bodies (else here), and
+// returns it with the hashes to look up.
 func (s *server) decodeBatch(r *http.Request) (batchRequest, []string, error) {
-	body, ok := guard.BodyBytes(r)
-	if !ok {
+	body, err := s.batchBody(r)
+	if err != nil {
 		return batchRequest{}, nil, errors.New("request body could not be read")
 	}
 	if err := strictjson.CheckText(body); err != nil {
@@ -212,6 +211,15 @@ func (s *server) decodeBatch(r *http.Request) (batchRequest, []string, error) {
 	}
 	hashes, err := s.batchHashes(req)
 	return req, hashes, err
+}
+
+// batchBody is the batch body that Config.Bodies read; without Bodies it is read here, whole,
+// up to MaxBodyBytes, with no memory budget.
+func (s *server) batchBody(r *http.Request) ([]byte, error) {
+	if b, ok := r.Body.(interface{ Bytes() []byte }); ok {
+		return b.Bytes(), nil
+	}
+	return io.ReadAll(http.MaxBytesReader(nil, r.Body, s.MaxBodyBytes))
 }
 
 // lookupBytes is about what each lookup of a batch takes in memory beyond its key: its hash,

@@ -22,10 +22,9 @@ func (s *server) routes(r chi.Router) {
 func (s *server) lookupRoutes(prefix string) func(chi.Router) {
 	return func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.With(s.shed).Get(prefix+"/memberships/{contextKey}", s.getMembership())
-		r.With(s.shed).Get(prefix+"/memberships", s.getMembershipByHash())
-		r.With(s.jsonBody, s.Bodies.Limit(s.MaxBodyBytes, s.BodyReadTimeout, s.batchUses, Error), s.shed).
-			Post(prefix+"/memberships", s.postMemberships())
+		r.With(s.Shed).Get(prefix+"/memberships/{contextKey}", s.getMembership())
+		r.With(s.Shed).Get(prefix+"/memberships", s.getMembershipByHash())
+		r.With(s.jsonBody, s.readBody, s.Shed).Post(prefix+"/memberships", s.postMemberships())
 		r.With(s.Streams).Get(prefix+"/status/stream", s.getStatusStream())
 	}
 }

@@ -117,11 +117,10 @@ func (s *server) getStatusStream() http.HandlerFunc {
 // stillOpen says whether the request's token still opens what it asked for: a stream ends at
 // its next write once its token is revoked.
 func (s *server) stillOpen(r *http.Request) func() bool {
-	if !s.Tokens.Enabled() {
+	if s.Auth == nil {
 		return func() bool { return true }
 	}
-	session, env := s.Tokens.SessionOf(r), s.scope(r)
-	return func() bool { return session.Scope().Opens(env) }
+	return s.Auth.StillOpens(r, s.scope(r))
 }
 
 // stream sends each environment's status, again at each signal of changes, and heartbeats,

@@ -19,7 +19,8 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -413,7 +414,7 @@ func TestStatusStreamOutlivesWriteTimeout(t *testing.T) {
 // with Retry-After, at once), and with tokens configured only for clients with one.
 func TestStatusStreamLimits(t *testing.T) {
 	svc := oneService(&switchStore{})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Streams: guard.Streams(3, handlers.Error)}, svc))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Streams: limit.Streams(3, handlers.Error)}, svc))
 	t.Cleanup(srv.Close)
 	for range 3 {
 		openStream(t, srv.URL+"/status/stream").next(t)
@@ -423,7 +424,7 @@ func TestStatusStreamLimits(t *testing.T) {
 		t.Errorf("a fourth stream: %d %v %s, want a JSON 503 with Retry-After", resp.StatusCode, resp.Header, body)
 	}
 
-	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: newTokens([]string{"tok"})}, svc))
+	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Auth: newTokens([]string{"tok"})}, svc))
 	t.Cleanup(authed.Close)
 	if resp, body := get(t, authed.URL+"/status/stream"); resp.StatusCode != 401 {
 		t.Errorf("a stream without a token: %d %s, want 401", resp.StatusCode, body)
@@ -499,12 +500,12 @@ func TestStatusFollowsTheCursor(t *testing.T) {
 func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(file, []byte("tok\n"), 0o600)
-	tokens, err := guard.NewTokens(nil, file, nil, nil, "default")
+	tokens, err := auth.NewTokens(nil, file, nil, nil, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc := oneService(&switchStore{}, segments.WithStaleAfter(time.Minute))
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Tokens: tokens, Heartbeat: 10 * time.Millisecond},
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Auth: tokens, Heartbeat: 10 * time.Millisecond},
 		svc))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

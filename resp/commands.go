@@ -12,7 +12,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -198,7 +198,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 			return
 		}
 		if !s.cfg.Shed.Admit(context.Background()) {
-			c.out = redcon.AppendError(c.out, "BUSY "+guard.TooBusy)
+			c.out = redcon.AppendError(c.out, "BUSY "+limit.TooBusy)
 			return
 		}
 		a = env.LookupHash(c.ctx, hash)

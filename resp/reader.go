@@ -7,13 +7,13 @@ import (
 	"math"
 	"slices"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/limit"
 )
 
 // reader reads a client's commands, RESP arrays of bulk strings or inline commands (as typed
 // into telnet), into a buffer of its own that grows to a bound and no further: a command that
 // cannot fit in it, whether it says so up front (a bulk string of a declared 1 GB) or only goes
-// on arriving, is guard.ErrCommandTooLong, so that the bound is all that any client, whatever it
+// on arriving, is limit.ErrCommandTooLong, so that the bound is all that any client, whatever it
 // sends, makes the listener hold for its commands. (redcon's reader, used before, doubles its buffer
 // whenever a command is unfinished at its end and never gives back what it has parsed, so a
 // client streaming a pipeline made one connection hold hundreds of megabytes.)
@@ -67,7 +67,7 @@ func (r *reader) next() ([][][]byte, error) {
 		}
 		if r.need > len(r.buf) || r.end == len(r.buf) {
 			if r.need > r.max || len(r.buf) == r.max {
-				return nil, fmt.Errorf("%w: more than %d bytes", guard.ErrCommandTooLong, r.max)
+				return nil, fmt.Errorf("%w: more than %d bytes", limit.ErrCommandTooLong, r.max)
 			}
 			buf := make([]byte, min(r.max, max(2*len(r.buf), r.need)))
 			copy(buf, r.buf[:r.end])

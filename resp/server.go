@@ -3,7 +3,7 @@
 // context's include and exclude sets) from the segments service, so that an SDK in any
 // language reads bigseg with no code of ours. It is a sibling of package handlers: it looks
 // contexts up in the segments.Environment of each key prefix, and takes its defences (the
-// same guard.Shedder as HTTP's among them) from package guard.
+// same limit.Shedder as HTTP's among them) from packages auth and limit.
 // commands.go lists every command it answers; reader.go reads them, each within a bound of
 // 16 KiB whatever a client declares or sends; answers are sent every 32 KiB, a large one in
 // pieces as it is made, so that a connection holds a buffer of fixed size whatever it asks.
@@ -29,7 +29,8 @@ import (
 	"github.com/tidwall/redcon"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -58,9 +59,9 @@ type Config struct {
 	Version string       // named in HELLO and INFO
 	Log     *slog.Logger // default: discarded
 
-	Tokens   *guard.Tokens   // with tokens enabled, AUTH with one is required, which must open the environment read
-	Shed     *guard.Shedder  // lookups take a slot, as HTTP's do
-	Listener *guard.Listener // told when a connection is busy, to make room at its limit
+	Tokens   *auth.Tokens    // with tokens enabled, AUTH with one is required, which must open the environment read
+	Shed     *limit.Shedder  // lookups take a slot, as HTTP's do
+	Listener *limit.Listener // told when a connection is busy, to make room at its limit
 
 	IdleTimeout  time.Duration // how long a connection may wait for its next command; 0: no bound
 	ReadTimeout  time.Duration // how long a command may take to arrive once begun
@@ -218,9 +219,9 @@ type conn struct {
 	ctx     context.Context // of the command being answered: its span's, when traced
 	id      int64
 	busy    atomic.Bool
-	out     []byte         // answers not yet sent
-	session *guard.Session // the token of its AUTH, with tokens required
-	failed  int            // AUTHs that failed
+	out     []byte        // answers not yet sent
+	session *auth.Session // the token of its AUTH, with tokens required
+	failed  int           // AUTHs that failed
 	name    string
 	now     time.Time // when the command being answered began
 	last    lookup    // the lookup of the command being answered, if an SMEMBERS
@@ -238,7 +239,7 @@ func (s *Server) serve(c *conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	cc := guard.NewCommandConn(c.nc, maxCommandBytes, s.cfg.ReadTimeout)
+	cc := limit.NewCommandConn(c.nc, maxCommandBytes, s.cfg.ReadTimeout)
 	rd := newReader(cc, maxCommandBytes)
 	idle := s.cfg.ReadTimeout // a client sends its first command as it connects
 	for {
@@ -282,7 +283,7 @@ func (s *Server) readFailed(c *conn, err error) {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne):
 		return
-	case errors.Is(err, guard.ErrCommandTooLong):
+	case errors.Is(err, limit.ErrCommandTooLong):
 		c.out = redcon.AppendError(c.out, "ERR "+err.Error()+": bigseg answers only short commands")
 	default: // the protocol's own errors
 		c.out = redcon.AppendError(c.out, "ERR "+err.Error())

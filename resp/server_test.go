@@ -23,7 +23,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
@@ -99,11 +99,11 @@ func client(t *testing.T, addr string, protocol int, password string) *goredis.C
 // The reads an SDK's store makes, through go-redis speaking RESP2 and asking for RESP3 (told
 // NOPROTO, it falls back), with and without a token.
 func TestSDKReads(t *testing.T) {
-	tokens, _ := guard.NewTokens([]string{"s3cret"}, "", slog.New(slog.DiscardHandler), nil)
+	tokens, _ := auth.NewTokens([]string{"s3cret"}, "", slog.New(slog.DiscardHandler), nil)
 	for _, c := range []struct {
 		name     string
 		protocol int
-		tokens   *guard.Tokens
+		tokens   *auth.Tokens
 		password string
 	}{
 		{"RESP2", 2, nil, ""},
@@ -195,7 +195,7 @@ func TestRefusals(t *testing.T) {
 // With tokens, every command but AUTH, HELLO, PING, QUIT and RESET needs AUTH first; wrong tokens
 // are refused, and after three the connection is closed.
 func TestTokens(t *testing.T) {
-	tokens, _ := guard.NewTokens([]string{"s3cret"}, "", slog.New(slog.DiscardHandler), nil)
+	tokens, _ := auth.NewTokens([]string{"s3cret"}, "", slog.New(slog.DiscardHandler), nil)
 	addr := serve(t, service(t, contexts), resp.Config{Tokens: tokens})
 	exchange := inline(t, addr)
 	if got := exchange("GET launchdarkly:big_segments_synchronized_on"); !strings.HasPrefix(got, "-NOAUTH") {
@@ -235,7 +235,7 @@ func TestTokens(t *testing.T) {
 func TestRevokedSession(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(file, []byte("s3cret\n"), 0o600)
-	tokens, err := guard.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil, "default")
+	tokens, err := auth.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestRESPTokenScopes(t *testing.T) {
 	if err := os.WriteFile(file, []byte("prod-token production\nstaging-token staging\nevery-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := guard.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil, "production", "staging")
+	tokens, err := auth.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil, "production", "staging")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 )
@@ -21,7 +21,7 @@ import (
 func TestCommandSpans(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	tokens, _ := guard.NewTokens([]string{"s3cret-token"}, "", slog.New(slog.DiscardHandler), nil)
+	tokens, _ := auth.NewTokens([]string{"s3cret-token"}, "", slog.New(slog.DiscardHandler), nil)
 	addr := serve(t, service(t, contexts), resp.Config{Tokens: tokens, TracerProvider: tp})
 	hash := segments.Hash("alice")
 	exchange := inline(t, addr)

@@ -17,7 +17,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/bigseg/bigseg/handlers"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
@@ -125,7 +126,7 @@ func defaultConfig() config {
 		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
 		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
 		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
-		BodyMemoryBytes:        guard.DefaultBodyMemory,
+		BodyMemoryBytes:        limit.DefaultBodyMemory,
 		LogLevel:               "info",
 		MaxInflight:            1024,
 		ShedWait:               250 * time.Millisecond,
@@ -459,13 +460,13 @@ func configUsage(w io.Writer) error {
 	return tw.Flush()
 }
 
-// loadKeyPair is tls.LoadX509KeyPair with guard.ReadSettingFile.
+// loadKeyPair is tls.LoadX509KeyPair with auth.ReadSettingFile.
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := guard.ReadSettingFile(certFile)
+	cert, err := auth.ReadSettingFile(certFile)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	key, err := guard.ReadSettingFile(keyFile)
+	key, err := auth.ReadSettingFile(keyFile)
 	if err != nil {
 		return tls.Certificate{}, err
 	}

@@ -8,7 +8,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -151,7 +151,7 @@ func (c config) redisTLSConfig() (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.RedisTLSServerName, InsecureSkipVerify: c.RedisTLSInsecureSkipVerify}
 	if c.RedisTLSCAFile != "" {
-		pem, err := guard.ReadSettingFile(c.RedisTLSCAFile)
+		pem, err := auth.ReadSettingFile(c.RedisTLSCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE: %w", err)
 		}
@@ -176,7 +176,7 @@ func secret(value, file, fileVar string) (string, error) {
 	if file == "" {
 		return value, nil
 	}
-	b, err := guard.ReadSettingFile(file)
+	b, err := auth.ReadSettingFile(file)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", fileVar, err)
 	}

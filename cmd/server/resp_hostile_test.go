@@ -33,11 +33,11 @@ const (
 	respHostileFlood       = 1500 // connections at once, 30 times the limit
 )
 
-// What the listener's defences are made of, as resp and guard have them (unexported there).
+// What the listener's defences are made of, as resp and limit have them (unexported there).
 const (
 	respCommandBytes = 16 << 10               // resp's maxCommandBytes: a connection's command buffer
 	respFlushBytes   = 32 << 10               // resp's flushBytes: answers kept before they are sent
-	respSilentGrace  = 100 * time.Millisecond // guard's silentGrace: a silent connection's time before it may be closed at the limit
+	respSilentGrace  = 100 * time.Millisecond // limit's silentGrace: a silent connection's time before it may be closed at the limit
 )
 
 // respGoodBound is the longest a well-behaved client's lookup (three reads, from the cache)

@@ -22,7 +22,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bigseg/bigseg/handlers"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
@@ -50,12 +51,12 @@ type app struct {
 	store  openedStore
 	svc    *segments.Service // every environment's lookups and status
 	srv    *http.Server
-	ln     *guard.Listener
+	ln     *limit.Listener
 	resp   *respListener        // the Redis-protocol listener, when configured
-	shed   *guard.Shedder       // lookups' slots, on every listener
+	shed   *limit.Shedder       // lookups' slots, on every listener
 	sides  []*sideServer        // the metrics and profiler listeners, when configured
-	certs  *guard.Certificates  // the listeners' TLS files, when configured
-	tokens *guard.Tokens        // the bearer tokens accepted, if any
+	certs  *auth.Certificates   // the listeners' TLS files, when configured
+	tokens *auth.Tokens         // the bearer tokens accepted, if any
 	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
 	stop   chan struct{}        // closed when the server shuts down: status streams end
 }
@@ -87,7 +88,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	}
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
 	if cfg.TLSCertFile != "" {
-		if a.certs, err = guard.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
+		if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
 			return nil, err
 		}
 	}
@@ -95,10 +96,10 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	for _, e := range a.svc.Environments() {
 		names = append(names, e.Name)
 	}
-	if a.tokens, err = guard.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
+	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	a.shed = guard.NewShedder(cfg.MaxInflight, cfg.ShedWait)
+	a.shed = limit.NewShedder(cfg.MaxInflight, cfg.ShedWait)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 		MaxRequestsInFlight: metricsInFlight})
 	if err := a.listen(m, metricsHandler); err != nil {
@@ -166,7 +167,7 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	a.ln = guard.NewListener(ln, a.cfg.MaxConns)
+	a.ln = limit.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
 	if a.cfg.MetricsAddr != "" {
 		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc)
@@ -202,7 +203,7 @@ func (a *app) listenRESP(m *metrics.Metrics) error {
 	if err != nil {
 		return fmt.Errorf("Redis-protocol listener: %w", err)
 	}
-	limited := guard.NewListener(raw, a.cfg.RESPMaxConns)
+	limited := limit.NewListener(raw, a.cfg.RESPMaxConns)
 	var ln net.Listener = limited
 	if a.cfg.RESPTLS {
 		ln = tls.NewListener(limited, a.certs.ServerConfig())
@@ -225,19 +226,17 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		a.log.Warn("BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection",
 			"maxStreams", streams)
 	}
-	cfg := handlers.Config{
+	return handlers.Config{
 		Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 		MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
 		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
 		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
-		Bodies:  guard.NewBodies(a.cfg.BodyMemoryBytes),
-		Shed:    a.shed,
-		Streams: guard.Streams(streams, handlers.Error),
-		Tokens:  a.tokens,
-
-		Trace: a.tel.HTTP(),
+		Bodies:  limit.NewBodies(a.cfg.BodyMemoryBytes),
+		Shed:    a.shed.Middleware(handlers.Error),
+		Streams: limit.Streams(streams, handlers.Error),
+		Auth:    a.tokens,
+		Trace:   a.tel.HTTP(),
 	}
-	return cfg
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
@@ -444,7 +443,7 @@ func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeo
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", name, err)
 	}
-	limited := guard.NewListener(ln, sideConns)
+	limited := limit.NewListener(ln, sideConns)
 	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),

@@ -55,7 +55,7 @@ func TestEnvironmentRequests(t *testing.T) {
 }
 
 // TestEnvironmentAnswers maps the answers that concern environments, bigseg's own (see
-// handlers/environments.go and internal/guard/auth.go), for a store with Environment and one
+// handlers/environments.go and internal/auth/auth.go), for a store with Environment and one
 // without: an HTTPError with the status code and a hint saying what to change.
 func TestEnvironmentAnswers(t *testing.T) {
 	const served = "production, staging, qa"

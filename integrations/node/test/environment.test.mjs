@@ -1,5 +1,5 @@
 // The environment option against an in-process server: the routes it asks, bigseg's answers
-// that concern environments (see handlers/environments.go and internal/guard/auth.go) mapped
+// that concern environments (see handlers/environments.go and internal/auth/auth.go) mapped
 // to errors that say what to change, the option's checks and the factory's log line.
 
 import { test } from 'node:test';

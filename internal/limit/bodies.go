@@ -1,4 +1,4 @@
-package guard
+package limit
 
 import (
 	"bytes"
@@ -69,8 +69,8 @@ func NewBodies(bytes int64) *Bodies {
 }
 
 // Limit is middleware that reads a request's body whole, at most limit bytes and within
-// timeout, with memory from the budget, before next sees it: next gets it as a *Body, and
-// uses(len(body)) more bytes of the budget for decoding and answering it, which Limit holds
+// timeout, with memory from the budget, before next sees it: next gets it from the body's
+// Bytes method (interface{ Bytes() []byte }), without a copy, and uses(len(body)) more bytes of the budget for decoding and answering it, which Limit holds
 // until next returns; while next writes its answer, the request may be cut to make room.
 // Bodies that are too large (413), too slow (408), cut off to make room (408), or find no
 // memory before their deadline (429, with Retry-After) are refused unread. The budget grows,
@@ -98,7 +98,7 @@ func (b *Bodies) Limit(limit int64, timeout time.Duration, uses func(n int64) in
 				refuse(w, r, code, msg)
 				return
 			}
-			r.Body = &Body{Reader: bytes.NewReader(body), b: body}
+			r.Body = &wholeBody{Reader: bytes.NewReader(body), b: body}
 			next.ServeHTTP(&holdWriter{ResponseWriter: w, hold: hold}, r)
 		})
 	}
@@ -120,26 +120,18 @@ func bodyError(err error, limit int64, timeout time.Duration) (int, string) {
 	return http.StatusBadRequest, "request body could not be read"
 }
 
-// Body is a request body that Limit read whole: Bytes gives it without a copy.
-type Body struct {
+// wholeBody is a request body that Limit read whole: a handler gets it without a copy from its
+// Bytes method (interface{ Bytes() []byte }), and knows by it that the body was read.
+type wholeBody struct {
 	*bytes.Reader
 	b []byte
 }
 
 // Bytes is the whole body.
-func (b *Body) Bytes() []byte { return b.b }
+func (b *wholeBody) Bytes() []byte { return b.b }
 
 // Close does nothing: the body is in memory.
-func (b *Body) Close() error { return nil }
-
-// BodyBytes is r's body if Limit read it, and false if it did not.
-func BodyBytes(r *http.Request) ([]byte, bool) {
-	b, ok := r.Body.(*Body)
-	if !ok {
-		return nil, false
-	}
-	return b.b, true
-}
+func (b *wholeBody) Close() error { return nil }
 
 // holdWriter makes its hold cuttable when the answer begins: a client that does not read its
 // answer loses it, rather than keep the memory.

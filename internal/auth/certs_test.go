@@ -1,4 +1,4 @@
-package guard_test
+package auth_test
 
 import (
 	"bytes"
@@ -12,12 +12,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/redistest"
 )
 
 // served is the configuration a handshake would get now.
-func served(t *testing.T, c *guard.Certificates) *tls.Config {
+func served(t *testing.T, c *auth.Certificates) *tls.Config {
 	t.Helper()
 	cfg, err := c.ServerConfig().GetConfigForClient(&tls.ClientHelloInfo{})
 	if err != nil {
@@ -47,7 +47,7 @@ func TestCertificatesRotation(t *testing.T) {
 		var mu sync.Mutex
 		var failing []bool
 		var logs bytes.Buffer
-		c, err := guard.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", []string{"http/1.1"},
+		c, err := auth.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", []string{"http/1.1"},
 			slog.New(slog.NewTextHandler(&logs, nil)), func(f bool, _ time.Time) { mu.Lock(); failing = append(failing, f); mu.Unlock() })
 		if err != nil {
 			t.Fatal(err)
@@ -59,14 +59,14 @@ func TestCertificatesRotation(t *testing.T) {
 		copyFile(t, two.ServerCert, dir+"/cert.pem")
 		write(t, dir+"/key.pem", "-----BEGIN EC PRIVATE KEY-----\nhalf") // half written
 		for range 3 {
-			time.Sleep(guard.FileCheckInterval)
+			time.Sleep(auth.FileCheckInterval)
 			synctest.Wait()
 			if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, one)) {
 				t.Fatalf("files that do not load replaced the certificate")
 			}
 		}
 		copyFile(t, two.ServerKey, dir+"/key.pem")
-		time.Sleep(guard.FileCheckInterval)
+		time.Sleep(auth.FileCheckInterval)
 		synctest.Wait()
 		if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, two)) {
 			t.Error("the new certificate is not served")
@@ -90,13 +90,13 @@ func TestHandshakesDoNotReadFiles(t *testing.T) {
 		dir := t.TempDir()
 		copyFile(t, one.ServerCert, dir+"/cert.pem")
 		copyFile(t, one.ServerKey, dir+"/key.pem")
-		c, err := guard.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {})
+		c, err := auth.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {})
 		if err != nil {
 			t.Fatal(err)
 		}
 		copyFile(t, two.ServerCert, dir+"/cert.pem")
 		copyFile(t, two.ServerKey, dir+"/key.pem")
-		time.Sleep(10 * guard.FileCheckInterval)
+		time.Sleep(10 * auth.FileCheckInterval)
 		if !bytes.Equal(served(t, c).Certificates[0].Certificate[0], leafDER(t, one)) {
 			t.Error("a handshake read the files")
 		}
@@ -119,7 +119,7 @@ func leafDER(t *testing.T, f *redistest.TLSFiles) []byte {
 
 func TestCertificatesClientCA(t *testing.T) {
 	f := redistest.NewTLS(t)
-	c, err := guard.NewCertificates(f.ServerCert, f.ServerKey, f.CAFile, nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {})
+	c, err := auth.NewCertificates(f.ServerCert, f.ServerKey, f.CAFile, nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestCertificatesClientCA(t *testing.T) {
 		{f.ServerCert, f.ClientKey, ""},
 		{dir + "/missing.pem", f.ServerKey, ""},
 	} {
-		if _, err := guard.NewCertificates(files[0], files[1], files[2], nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {}); err == nil {
+		if _, err := auth.NewCertificates(files[0], files[1], files[2], nil, slog.New(slog.DiscardHandler), func(bool, time.Time) {}); err == nil {
 			t.Errorf("%v: loaded", files)
 		}
 	}

@@ -1,4 +1,4 @@
-package guard_test
+package auth_test
 
 import (
 	"log/slog"
@@ -6,14 +6,14 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 )
 
 // TestRequire: one Authorization header naming an accepted token lets a request through;
 // none, a wrong one or another scheme gets 401 with WWW-Authenticate, and more than one header,
 // which a proxy and the server could read differently, 400.
 func TestRequire(t *testing.T) {
-	tok, _ := guard.NewTokens([]string{"secret"}, "", slog.New(slog.DiscardHandler), nil)
+	tok, _ := auth.NewTokens([]string{"secret"}, "", slog.New(slog.DiscardHandler), nil)
 	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
 	h := tok.Require(refuse, func(*http.Request) string { return "" })(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for _, c := range []struct {
@@ -41,5 +41,22 @@ func TestRequire(t *testing.T) {
 		if rec.Code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
 			t.Errorf("%s: 401 without WWW-Authenticate", c.name)
 		}
+	}
+}
+
+// TestRequireWithoutTokens: with no tokens the server is open: Require lets every request
+// through, and StillOpens always says yes.
+func TestRequireWithoutTokens(t *testing.T) {
+	open, _ := auth.NewTokens(nil, "", slog.New(slog.DiscardHandler), nil)
+	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
+	h := open.Require(refuse, func(*http.Request) string { return "production" })(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("no tokens: %d, want 200", rec.Code)
+	}
+	if !open.StillOpens(req, "production")() {
+		t.Error("no tokens: StillOpens says no")
 	}
 }

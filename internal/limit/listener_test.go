@@ -1,4 +1,4 @@
-package guard
+package limit
 
 import (
 	"bufio"
@@ -13,15 +13,15 @@ import (
 	"time"
 )
 
-// serveLimited serves h on a loopback listener limited to max connections, with its options,
+// serveLimited serves h on a loopback listener limited to max connections, on the clock now,
 // until the test ends.
-func serveLimited(t *testing.T, max int, h http.Handler, opts ...ListenerOption) (*Listener, string) {
+func serveLimited(t *testing.T, max int, h http.Handler, now func() time.Time) (*Listener, string) {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewListener(raw, max, opts...)
+	l := newListener(raw, max, now)
 	srv := &http.Server{Handler: h, ConnState: l.ConnState, MaxHeaderBytes: 4096}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
@@ -58,7 +58,7 @@ func TestListenerClosesUnusedConnectionsToMakeRoom(t *testing.T) {
 			<-release
 		}
 	})
-	l, addr := serveLimited(t, 3, busy, WithClock(now))
+	l, addr := serveLimited(t, 3, busy, now)
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -120,7 +120,7 @@ func closed(c net.Conn) bool {
 // backlog until one closes, then is served.
 func TestListenerWaitsWhenNothingIsUnused(t *testing.T) {
 	release := make(chan struct{})
-	l, addr := serveLimited(t, 1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	l, addr := serveLimited(t, 1, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }), time.Now)
 	held, _ := net.Dial("tcp", addr)
 	defer held.Close()
 	io.WriteString(held, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -153,7 +153,7 @@ func TestListenerWaitsWhenNothingIsUnused(t *testing.T) {
 // the connection (FIN), so the client reads the whole answer and then EOF, never a reset: the
 // limited connection still offers CloseWrite.
 func TestRefusedHeaderIsReadByTheClient(t *testing.T) {
-	_, addr := serveLimited(t, 10, ok)
+	_, addr := serveLimited(t, 10, ok, time.Now)
 	for range 5 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

@@ -1,21 +1,25 @@
-package guard
+package auth
 
 import (
 	"net/http"
 	"strings"
 )
 
-// The HTTP side of Tokens: the middleware that checks a request's bearer token, and the
-// session a held request (a status stream) keeps.
+// The HTTP side of Tokens: the middleware that checks a request's bearer token, and whether
+// the token of a held request (a status stream) still opens what it asked for.
 
 // Require is middleware that lets a request through only with exactly one
 // "Authorization: Bearer <token>" header naming one of the tokens that opens the request's
 // environment, which env says ("" for a request about every environment): 401 with
 // WWW-Authenticate for no valid token, 403 for a token of other environments, and 400 for a
 // request with more than one Authorization header, which a proxy and the server could read
-// differently.
-func (t *Tokens) Require(refuse Refuse, env func(*http.Request) string) func(http.Handler) http.Handler {
+// differently. refuse writes the refusal in the server's format (bigseg's is handlers.Error).
+// With no tokens (Enabled false) it lets every request through.
+func (t *Tokens) Require(refuse func(w http.ResponseWriter, r *http.Request, code int, msg string), env func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
+		if !t.Enabled() {
+			return next
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h := r.Header["Authorization"]
 			if len(h) > 1 {
@@ -41,10 +45,15 @@ func (t *Tokens) Require(refuse Refuse, env func(*http.Request) string) func(htt
 	}
 }
 
-// SessionOf is the session of the request's bearer token, nil without a valid one: for a
-// handler that holds its request open (a status stream), to end it once its token is revoked.
-func (t *Tokens) SessionOf(r *http.Request) *Session {
-	return t.Session(bearer(r.Header.Get("Authorization")))
+// StillOpens says, each time it is called, whether the bearer token of r, a request Require
+// let through, still opens env: for a handler that holds its request open (a status stream),
+// to end it once its token is revoked. With no tokens it always says yes.
+func (t *Tokens) StillOpens(r *http.Request, env string) func() bool {
+	if !t.Enabled() {
+		return func() bool { return true }
+	}
+	session := t.Session(bearer(r.Header.Get("Authorization")))
+	return func() bool { return session.Scope().Opens(env) }
 }
 
 // bearer is the token of an Authorization header value, "" if it names another scheme.

@@ -1,4 +1,4 @@
-package guard_test
+package auth_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 )
 
 // failings records what a reloader reported.
@@ -43,7 +43,7 @@ func TestTokensFileErrorsAtStart(t *testing.T) {
 		{dir + "/missing", "no such file"},
 		{dir + "/empty", "no token in it"},
 	} {
-		if _, err := guard.NewTokens(nil, c.file, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := auth.NewTokens(nil, c.file, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.file, err, c.want)
 		}
 	}
@@ -67,14 +67,14 @@ func TestTokensFileRotation(t *testing.T) {
 		os.Symlink("..data/tokens", dir+"/tokens")
 		var logs bytes.Buffer
 		var fails failings
-		tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
+		tok, err := auth.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
 		if err != nil {
 			t.Fatal(err)
 		}
 		runInBackground(t, tok.Run)
 		// tick lets a check interval pass, and Run look at the file.
 		tick := func() {
-			time.Sleep(guard.FileCheckInterval)
+			time.Sleep(auth.FileCheckInterval)
 			synctest.Wait()
 		}
 		expect := func(step string, valid, invalid string) {
@@ -141,13 +141,13 @@ func TestTokensNotReadByRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		file := t.TempDir() + "/tokens"
 		write(t, file, "old\n")
-		tok, err := guard.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil)
+		tok, err := auth.NewTokens(nil, file, slog.New(slog.DiscardHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		session := tok.Session("old")
 		write(t, file, "new\n")
-		time.Sleep(10 * guard.FileCheckInterval)
+		time.Sleep(10 * auth.FileCheckInterval)
 		if !(tok.Scope("old") != nil) || (tok.Scope("new") != nil) || session.Scope() == nil {
 			t.Error("a request, or a session, read the file")
 		}

@@ -1,4 +1,4 @@
-package guard_test
+package auth_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 )
 
 // runInBackground runs a reload loop (Tokens.Run, Certificates.Run) as a server does, until the
@@ -28,9 +28,9 @@ func runInBackground(t *testing.T, run func(context.Context) error) {
 // TestRunWithNothingToWatch: without a tokens file, or without TLS (a nil *Certificates, as
 // cmd/server holds then), Run returns at once, and Reload does nothing.
 func TestRunWithNothingToWatch(t *testing.T) {
-	tok, _ := guard.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil)
-	var certs *guard.Certificates
-	var none *guard.Tokens
+	tok, _ := auth.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil)
+	var certs *auth.Certificates
+	var none *auth.Tokens
 	for name, run := range map[string]func(context.Context) error{"a token list": tok.Run, "no TLS": certs.Run, "nil tokens": none.Run} {
 		if err := run(context.Background()); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -49,15 +49,15 @@ func TestRunWithNothingToWatch(t *testing.T) {
 func TestReadSettingFileBound(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir+"/ok", "tok\n")
-	if b, err := guard.ReadSettingFile(dir + "/ok"); err != nil || string(b) != "tok\n" {
+	if b, err := auth.ReadSettingFile(dir + "/ok"); err != nil || string(b) != "tok\n" {
 		t.Errorf("a small file: %q, %v", b, err)
 	}
-	write(t, dir+"/big", strings.Repeat("x", guard.MaxSettingFileBytes+1))
-	if _, err := guard.ReadSettingFile(dir + "/big"); err == nil || !strings.Contains(err.Error(), "not a setting file") {
+	write(t, dir+"/big", strings.Repeat("x", auth.MaxSettingFileBytes+1))
+	if _, err := auth.ReadSettingFile(dir + "/big"); err == nil || !strings.Contains(err.Error(), "not a setting file") {
 		t.Errorf("a file of more than MaxSettingFileBytes: %v", err)
 	}
 	if _, err := os.Stat("/dev/zero"); err == nil {
-		if _, err := guard.ReadSettingFile("/dev/zero"); err == nil {
+		if _, err := auth.ReadSettingFile("/dev/zero"); err == nil {
 			t.Error("/dev/zero read as a setting file")
 		}
 	}

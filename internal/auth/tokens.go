@@ -1,4 +1,4 @@
-package guard
+package auth
 
 import (
 	"crypto/sha256"
@@ -97,15 +97,15 @@ func trimmed(list []string) []string {
 	return out
 }
 
-// FailureLogInterval is the least time between two log lines that count the tokens refused.
-const FailureLogInterval = time.Minute
+// failureLogInterval is the least time between two log lines that count the tokens refused.
+const failureLogInterval = time.Minute
 
 // failed counts a token refused: the first of them is logged at once, then at most one line per
-// FailureLogInterval, with the count since the last.
+// failureLogInterval, with the count since the last.
 func (t *Tokens) failed() {
 	t.failures.Add(1)
 	now, last := time.Now().UnixNano(), t.failSaid.Load()
-	if last != 0 && now-last < int64(FailureLogInterval) || !t.failSaid.CompareAndSwap(last, now) {
+	if last != 0 && now-last < int64(failureLogInterval) || !t.failSaid.CompareAndSwap(last, now) {
 		return
 	}
 	t.log.Warn("API tokens refused (wrong or revoked) since the last such line", "refused", t.failures.Swap(0))

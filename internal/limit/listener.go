@@ -1,4 +1,4 @@
-package guard
+package limit
 
 import (
 	"crypto/tls"
@@ -41,31 +41,21 @@ type Listener struct {
 	slots  chan struct{} // one per open connection
 	closed chan struct{}
 	once   sync.Once
-	clock  func() time.Time // time.Now, unless WithClock
+	clock  func() time.Time // time.Now, but in tests (see newListener)
 	start  time.Time        // the clock's origin (see now)
 
 	mu    sync.Mutex
 	conns map[*limitedConn]struct{} // every open connection
 }
 
-// ListenerOption tunes a Listener.
-type ListenerOption func(*Listener)
-
-// WithClock replaces time.Now for the graces after which a connection counts as unused, so
-// that tests move time instead of waiting for it.
-func WithClock(now func() time.Time) ListenerOption {
-	return func(l *Listener) { l.clock = now }
-}
-
 // NewListener limits ln to max connections open at once.
-func NewListener(ln net.Listener, max int, opts ...ListenerOption) *Listener {
-	l := &Listener{Listener: ln, max: max, slots: make(chan struct{}, max), closed: make(chan struct{}),
-		conns: make(map[*limitedConn]struct{}), clock: time.Now}
-	for _, o := range opts {
-		o(l)
-	}
-	l.start = l.clock()
-	return l
+func NewListener(ln net.Listener, max int) *Listener { return newListener(ln, max, time.Now) }
+
+// newListener is NewListener with the clock of the graces after which a connection counts as
+// unused, so that tests move time instead of waiting for it.
+func newListener(ln net.Listener, max int, clock func() time.Time) *Listener {
+	return &Listener{Listener: ln, max: max, slots: make(chan struct{}, max), closed: make(chan struct{}),
+		conns: make(map[*limitedConn]struct{}), clock: clock, start: clock()}
 }
 
 // now is the listener's clock: nanoseconds since it was made, never 0, on the monotonic

@@ -1,4 +1,4 @@
-package guard_test
+package auth_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/auth"
 )
 
 // write writes a file of the test's, as an operator or a secret's mount would.
@@ -23,7 +23,7 @@ func write(t *testing.T, path, content string) {
 }
 
 func TestTokensList(t *testing.T) {
-	tok, err := guard.NewTokens([]string{" a ", "b", ""}, "", slog.New(slog.DiscardHandler), nil)
+	tok, err := auth.NewTokens([]string{" a ", "b", ""}, "", slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestTokensList(t *testing.T) {
 	if !tok.Enabled() {
 		t.Error("not enabled with tokens")
 	}
-	open, _ := guard.NewTokens(nil, "", slog.New(slog.DiscardHandler), nil)
+	open, _ := auth.NewTokens(nil, "", slog.New(slog.DiscardHandler), nil)
 	if open.Enabled() || (open.Scope("") != nil) {
 		t.Error("no tokens: enabled, or the empty token valid")
 	}
@@ -50,7 +50,7 @@ func TestTokensList(t *testing.T) {
 func TestTokenScopes(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir+"/tokens", "tok-all\ntok-staging staging\ntok-two staging,qa\n")
-	tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.DiscardHandler), nil, "production", "staging", "qa")
+	tok, err := auth.NewTokens(nil, dir+"/tokens", slog.New(slog.DiscardHandler), nil, "production", "staging", "qa")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,12 +74,12 @@ func TestTokenScopes(t *testing.T) {
 			t.Errorf("%s on %q: %d, want %d", c.token, c.env, rec.Code, c.want)
 		}
 	}
-	list, _ := guard.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil, "production")
+	list, _ := auth.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil, "production")
 	if !list.Scope("listed").Opens("production") || !list.Scope("listed").Opens("") {
 		t.Error("a token of BIGSEG_API_TOKENS does not open every environment")
 	}
 	write(t, dir+"/bad", "tok-x prod\n")
-	if _, err := guard.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production"); err == nil ||
+	if _, err := auth.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production"); err == nil ||
 		!strings.Contains(err.Error(), `BIGSEG_API_TOKENS_FILE:1: the token's environments name one that is not served (production)`) ||
 		strings.Contains(err.Error(), "tok-x") {
 		t.Errorf("a scope naming no environment: %v", err)
@@ -91,14 +91,14 @@ func TestTokenScopes(t *testing.T) {
 		{"tok-a production\n# widened\ntok-a staging\n", "BIGSEG_API_TOKENS_FILE:3: the token of line 1 again"},
 	} {
 		write(t, dir+"/bad", c.file)
-		_, err := guard.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production", "staging")
+		_, err := auth.NewTokens(nil, dir+"/bad", slog.New(slog.DiscardHandler), nil, "production", "staging")
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "tok-a") {
 			t.Errorf("%q: %v, want %q and no token", c.file, err, c.want)
 		}
 	}
 	// A byte order mark before the first token is not part of it.
 	write(t, dir+"/bom", "\uFEFFtok-bom\n")
-	if bom, err := guard.NewTokens(nil, dir+"/bom", slog.New(slog.DiscardHandler), nil, "production"); err != nil || !(bom.Scope("tok-bom") != nil) {
+	if bom, err := auth.NewTokens(nil, dir+"/bom", slog.New(slog.DiscardHandler), nil, "production"); err != nil || !(bom.Scope("tok-bom") != nil) {
 		t.Errorf("a file with a byte order mark: %v", err)
 	}
 }
@@ -109,7 +109,7 @@ func TestTokenScopes(t *testing.T) {
 func TestSessionFollowsReloads(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir+"/tokens", "tok-a\ntok-b staging\n")
-	tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.DiscardHandler), nil, "production", "staging")
+	tok, err := auth.NewTokens(nil, dir+"/tokens", slog.New(slog.DiscardHandler), nil, "production", "staging")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,18 +133,18 @@ func TestSessionFollowsReloads(t *testing.T) {
 	if !a.Scope().Opens("staging") {
 		t.Error("a token given back does not open again")
 	}
-	var none *guard.Session
+	var none *auth.Session
 	if none.Scope().Opens("production") {
 		t.Error("a nil session opens something")
 	}
 }
 
 // TestRefusedTokensLogged: refused tokens are logged, the first at once, then one line per
-// FailureLogInterval that counts them; short tokens are said at start; no token is logged.
+// minute that counts them; short tokens are said at start; no token is logged.
 func TestRefusedTokensLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
-		tok, _ := guard.NewTokens([]string{"short", strings.Repeat("k", guard.MinTokenLength)}, "", slog.New(slog.NewTextHandler(&logs, nil)), nil)
+		tok, _ := auth.NewTokens([]string{"short", strings.Repeat("k", auth.MinTokenLength)}, "", slog.New(slog.NewTextHandler(&logs, nil)), nil)
 		if !strings.Contains(logs.String(), "short=1") {
 			t.Errorf("one short token, not said:\n%s", logs.String())
 		}
@@ -154,7 +154,7 @@ func TestRefusedTokensLogged(t *testing.T) {
 		if n := strings.Count(logs.String(), "API tokens refused"); n != 1 || !strings.Contains(logs.String(), "refused=1") {
 			t.Errorf("after 100 refusals in a moment, %d lines, want 1 counting the first:\n%s", n, logs.String())
 		}
-		time.Sleep(guard.FailureLogInterval)
+		time.Sleep(time.Minute)
 		tok.Scope("wrong-xyzzy")
 		if n := strings.Count(logs.String(), "API tokens refused"); n != 2 || !strings.Contains(logs.String(), "refused=100") {
 			t.Errorf("a minute on, %d lines, want a second counting the 100 since:\n%s", n, logs.String())

@@ -13,14 +13,14 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/guard"
+	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 )
 
 func TestBearerTokens(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.Config{StoreName: "embedded", Tokens: newTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
+		handlers.Config{StoreName: "embedded", Auth: newTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
 	lookups := []struct{ method, path, body string }{
 		{"GET", "/memberships/alice", ""},
 		{"GET", "/memberships?contextHash=" + strings.ReplaceAll(segments.Hash("alice"), "+", "%2B"), ""},
@@ -104,7 +104,7 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
 	svc := oneService(store, segments.WithCache(0, 0))
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: guard.NewShedder(1, time.Millisecond)}, svc))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: limit.NewShedder(1, time.Millisecond).Middleware(handlers.Error)}, svc))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {
