@@ -149,7 +149,7 @@ func TestCertificatesRemovedAndPutBack(t *testing.T) {
 	copyFile(t, one.ServerKey, dir+"/key.pem")
 	var failing []bool
 	var logs bytes.Buffer
-	c, err := guard.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", nil,
+	c, err := auth.NewCertificates(dir+"/cert.pem", dir+"/key.pem", "", nil,
 		slog.New(slog.NewTextHandler(&logs, nil)), func(f bool, _ time.Time) { failing = append(failing, f) })
 	if err != nil {
 		t.Fatal(err)

@@ -166,7 +166,7 @@ func TestTokensFileRemovedAndPutBack(t *testing.T) {
 	write(t, dir+"/tokens", "tok-a\n")
 	var logs bytes.Buffer
 	var fails failings
-	tok, err := guard.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
+	tok, err := auth.NewTokens(nil, dir+"/tokens", slog.New(slog.NewTextHandler(&logs, nil)), fails.observe)
 	if err != nil {
 		t.Fatal(err)
 	}
