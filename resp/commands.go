@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,7 +69,7 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	before := len(c.out)
 	c.sentPiece = false
 	c.prev, c.last = c.last, lookup{} // an SMEMBERS's lookup serves the command right after it only
-	c.ctx = context.Background()
+	c.ctx = c.gone
 	var span trace.Span
 	if s.tracer != nil {
 		c.ctx, span = s.tracer.Start(c.ctx, "OTHER", spanStart...) // named once the command is known
@@ -197,12 +196,15 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 			c.out = redcon.AppendError(c.out, "ERR "+err.Error())
 			return
 		}
-		if !s.cfg.Shed.Admit(context.Background()) {
+		c.watch()
+		if !s.cfg.Shed.Admit(c.gone) {
+			c.unwatch()
 			c.out = redcon.AppendError(c.out, "BUSY "+limit.TooBusy)
 			return
 		}
 		a = env.LookupHash(c.ctx, hash)
 		s.cfg.Shed.Release()
+		c.unwatch()
 		c.last = lookup{env: env, hash: hash, kind: kind, answer: a}
 	}
 	if a.Err != nil {

@@ -33,7 +33,9 @@ func benchServer(b *testing.B, refs int) (*Server, *conn, [2][][]byte) {
 		{[]byte("SMEMBERS"), []byte("launchdarkly:big_segment_include:" + c.Hash)},
 		{[]byte("SMEMBERS"), []byte("launchdarkly:big_segment_exclude:" + c.Hash)},
 	}
-	return s, &conn{nc: discard{}}, pair
+	cn := &conn{nc: discard{}}
+	cn.gone, cn.leave = context.WithCancel(context.Background())
+	return s, cn, pair
 }
 
 // An SDK's pair of cached SMEMBERS, each answered and sent before the next (-P 1), or 16

@@ -144,6 +144,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		pause = 0
 		c := &conn{nc: nc, id: s.ids.Add(1)}
+		c.gone, c.leave = context.WithCancel(context.Background())
 		s.mu.Lock()
 		if s.draining.Load() { // Shutdown has looked at the connections, and may be waiting for them
 			s.mu.Unlock()
@@ -217,6 +218,11 @@ func (s *Server) Close() {
 type conn struct {
 	nc      net.Conn
 	ctx     context.Context // of the command being answered: its span's, when traced
+	gone    context.Context // ends when the client is found gone (watch) or the connection ends
+	leave   context.CancelFunc
+	watchMu sync.Mutex  // held to arm, disarm and run watcher
+	watcher *time.Timer // peeks at the connection while a command waits (see watch)
+	waiting bool
 	id      int64
 	busy    atomic.Bool
 	out     []byte        // answers not yet sent
@@ -234,6 +240,7 @@ type conn struct {
 // serve reads and answers c's commands until it closes, fails, or the server drains.
 func (s *Server) serve(c *conn) {
 	defer func() {
+		c.leave()
 		c.nc.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -256,6 +263,9 @@ func (s *Server) serve(c *conn) {
 		s.busy(c, true)
 		for _, args := range cmds {
 			s.dispatch(c, args)
+			if c.gone.Err() != nil { // its client has gone: the rest of its pipeline with it
+				return
+			}
 			if len(c.out) >= flushBytes || c.closing {
 				if !s.flush(c) || c.closing {
 					return

@@ -229,6 +229,10 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// NetConn is the wrapped connection, as tls.Conn's NetConn is: resp peeks through it at
+// whether a waiting command's client is still there.
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes the connection when the wrapped one can (a TCP connection): net/http
 // does so after refusing a request whose body it will not read, then waits a moment for the
 // client to read the answer before closing.
