@@ -200,10 +200,15 @@ func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, 
 		if err != nil {
 			return fmt.Errorf("query %s: %w", s.userNS, err)
 		}
+		// DynamoDB lists the items of every page, [] for none: an answer that does not (an
+		// empty one, say) tells nothing of what is stored, and deletes nothing.
+		if out.Items == nil {
+			return fmt.Errorf("query %s: %w: the answer lists no items", s.userNS, segments.ErrInvalidData)
+		}
 		for _, item := range out.Items {
 			k, ok := keyOf(s.table, item)
-			if !ok {
-				continue
+			if !ok || k.namespace != s.userNS {
+				return fmt.Errorf("query %s: %w: an item of the answer is not a context's of the prefix", s.userNS, segments.ErrInvalidData)
 			}
 			if _, ok := listed[k.key]; ok {
 				continue
