@@ -266,7 +266,13 @@ func (s *Store) deleteItems(ctx context.Context, keys []map[string]types.Attribu
 		if err != nil {
 			return fmt.Errorf("delete items of unlisted contexts: %w", err)
 		}
-		reqs = out.UnprocessedItems[s.table]
+		// DynamoDB lists the unprocessed items of every call, {} for none: an answer that does
+		// not (an empty one, say) tells nothing of what was deleted.
+		var listed bool
+		reqs, listed = out.UnprocessedItems[s.table]
+		if out.UnprocessedItems == nil || listed && reqs == nil {
+			return fmt.Errorf("delete items of unlisted contexts: %w: the answer lists no unprocessed items", segments.ErrInvalidData)
+		}
 		if len(reqs) == 0 {
 			return nil
 		}

@@ -316,6 +316,9 @@ func TestLoadReplaceAnswersThatSayNothing(t *testing.T) {
 		{"query: an item without its keys", "Query", `{"Items":[{}],"Count":1,"ScannedCount":1}`, 0, false},
 		{"query: an item of another namespace", "Query", item("other:big_segments_user", stale), 0, false},
 		{"query: no items", "Query", `{"Items":[],"Count":0,"ScannedCount":0}`, 0, true},
+		// The deletions are made, but the answer does not say so: the load fails.
+		{"batchwriteitem: {}", "BatchWriteItem", `{}`, 0, false},
+		{"batchwriteitem: the table with null for its unprocessed items", "BatchWriteItem", `{"UnprocessedItems":{"` + table + `":null}}`, 0, false},
 		// The 1st BatchGetItem reads the contexts to write, the 2nd the stored cursor.
 		{"stored cursor: the table with null for its items", "BatchGetItem", `{"Responses":{"` + table + `":null},"UnprocessedKeys":{}}`, 2, false},
 	}

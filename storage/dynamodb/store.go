@@ -31,7 +31,8 @@
 // every key of it is unprocessed: an answer that fails either says nothing of the keys, and
 // fails their reads with segments.ErrInvalidData, never "no item". So must Load's: a Query
 // answer without Items, or with an item that is not a context's of the prefix, fails the
-// load before it deletes anything.
+// load before it deletes anything, and a BatchWriteItem answer without UnprocessedItems
+// fails it too.
 //
 // # Observation
 //
