@@ -109,9 +109,10 @@ func readChunk(ctx context.Context, client API, consistent bool, obs Observer, p
 		}
 		for k := range want {
 			// Neither returned nor unprocessed: no item, if the answer names the table.
-			// DynamoDB names every table asked for under Responses, with no items when none
-			// was found; an answer that does not (an empty one, say) tells nothing of it.
-			if _, ok := resp.Responses[k.table]; ok {
+			// DynamoDB names every table asked for under Responses, with no items ([]) when
+			// none was found; an answer that does not (an empty one, say), or names it with
+			// null, tells nothing of it.
+			if items, ok := resp.Responses[k.table]; ok && items != nil {
 				out[k] = got{}
 			} else {
 				out[k] = got{err: fmt.Errorf("%w: the answer names neither the items nor the unprocessed keys of table %s", segments.ErrInvalidData, k.table)}

@@ -144,8 +144,8 @@ func TestMaxAttemptsFromEnvironment(t *testing.T) {
 	}
 }
 
-// An answer that says nothing of the keys asked for (no table under Responses, none of them
-// unprocessed), or whose body is not the one DynamoDB sent, fails the read: it is never read
+// An answer that says nothing of the keys asked for (no table under Responses, or null for
+// its items, none of them unprocessed), or whose body is not the one DynamoDB sent, fails the read: it is never read
 // as "no item". An answer that names the table with no items is a read of no items.
 func TestAnswersThatSayNothing(t *testing.T) {
 	c, table := moto(t)
@@ -166,6 +166,7 @@ func TestAnswersThatSayNothing(t *testing.T) {
 		{"{}", reply(`{}`), false},
 		{"an empty body", reply(``), false},
 		{"no table under Responses", reply(`{"Responses":{},"UnprocessedKeys":{}}`), false},
+		{"the table with null for its items", reply(`{"Responses":{"` + table + `":null},"UnprocessedKeys":{}}`), false},
 		{"a body cut to nothing, DynamoDB's checksum kept", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
 			r := forward()
 			if r.Header.Get("X-Amz-Crc32") == "" {

@@ -200,10 +200,15 @@ func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, 
 		if err != nil {
 			return fmt.Errorf("query %s: %w", s.userNS, err)
 		}
+		// DynamoDB lists the items of every page, [] for none: an answer that does not (an
+		// empty one, say) tells nothing of what is stored, and deletes nothing.
+		if out.Items == nil {
+			return fmt.Errorf("query %s: %w: the answer lists no items", s.userNS, segments.ErrInvalidData)
+		}
 		for _, item := range out.Items {
 			k, ok := keyOf(s.table, item)
-			if !ok {
-				continue
+			if !ok || k.namespace != s.userNS {
+				return fmt.Errorf("query %s: %w: an item of the answer is not a context's of the prefix", s.userNS, segments.ErrInvalidData)
 			}
 			if _, ok := listed[k.key]; ok {
 				continue
@@ -261,7 +266,13 @@ func (s *Store) deleteItems(ctx context.Context, keys []map[string]types.Attribu
 		if err != nil {
 			return fmt.Errorf("delete items of unlisted contexts: %w", err)
 		}
-		reqs = out.UnprocessedItems[s.table]
+		// DynamoDB lists the unprocessed items of every call, {} for none: an answer that does
+		// not (an empty one, say) tells nothing of what was deleted.
+		var listed bool
+		reqs, listed = out.UnprocessedItems[s.table]
+		if out.UnprocessedItems == nil || listed && reqs == nil {
+			return fmt.Errorf("delete items of unlisted contexts: %w: the answer lists no unprocessed items", segments.ErrInvalidData)
+		}
 		if len(reqs) == 0 {
 			return nil
 		}

@@ -293,3 +293,61 @@ func TestLoadProgress(t *testing.T) {
 		t.Error("no report while deleting counts some of the deletions but not all")
 	}
 }
+
+// A load with Replace deletes only the contexts that an answer of DynamoDB lists: a Query
+// answer without Items, or with an item that is not a context's of the prefix, fails the load
+// before it deletes anything, and a read of the stored cursor that says nothing fails it
+// before it writes the metadata.
+func TestLoadReplaceAnswersThatSayNothing(t *testing.T) {
+	c, table := moto(t)
+	alice, stale := segments.Hash("alice"), segments.Hash("stale")
+	item := func(ns, key string) string {
+		return `{"Items":[{"namespace":{"S":"` + ns + `"},"key":{"S":"` + key + `"}}],"Count":1,"ScannedCount":1}`
+	}
+	tests := []struct {
+		name, op, body string
+		call           int  // the call of op answered with body, 0 for every one
+		ok             bool // the load succeeds
+	}{
+		{"query: {}", "Query", `{}`, 0, false},
+		{"query: an empty body", "Query", ``, 0, false},
+		{"query: Responses, no Items", "Query", `{"Responses":{}}`, 0, false},
+		{"query: null Items", "Query", `{"Items":null,"Count":0,"ScannedCount":0}`, 0, false},
+		{"query: an item without its keys", "Query", `{"Items":[{}],"Count":1,"ScannedCount":1}`, 0, false},
+		{"query: an item of another namespace", "Query", item("other:big_segments_user", stale), 0, false},
+		{"query: no items", "Query", `{"Items":[],"Count":0,"ScannedCount":0}`, 0, true},
+		// The deletions are made, but the answer does not say so: the load fails.
+		{"batchwriteitem: {}", "BatchWriteItem", `{}`, 0, false},
+		{"batchwriteitem: the table with null for its unprocessed items", "BatchWriteItem", `{"UnprocessedItems":{"` + table + `":null}}`, 0, false},
+		// The 1st BatchGetItem reads the contexts to write, the 2nd the stored cursor.
+		{"stored cursor: the table with null for its items", "BatchGetItem", `{"Responses":{"` + table + `":null},"UnprocessedKeys":{}}`, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := prefix(t)
+			dynamotest.Patch(t, c, table, p, "", "v1", []dynamotest.Change{{Hash: stale, AddIncluded: []string{"a.g1"}}})
+			proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+			proxy.On(tt.op, func(n int, forward func() dynamotest.Reply) dynamotest.Reply {
+				r := forward()
+				if tt.call == 0 || n == tt.call {
+					r.Body = []byte(tt.body)
+				}
+				return r
+			})
+			s := dynamodb.New(newClient(t, proxy.URL), table, p)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			st, err := s.Load(ctx, []fixture.Context{{Hash: alice, Included: []string{"a.g1"}}}, fixture.LoadOptions{Replace: true})
+			if tt.ok != (err == nil) {
+				t.Errorf("load: %+v, %v; want a failed load: %v", st, err, !tt.ok)
+			}
+			kept := dynamotest.Item(t, c, table, dynamotest.Key(s.UserNamespace(), stale)) != nil
+			if tt.op == "Query" && (!kept || st.Deleted+st.EmptyDeleted != 0) {
+				t.Errorf("the unlisted context's item kept: %v, stats %+v; want it kept, nothing deleted", kept, st)
+			}
+			if _, cursor := metadataItem(t, c, table, s); !tt.ok && cursor != "v1" {
+				t.Errorf("a failed load wrote the cursor %q", cursor)
+			}
+		})
+	}
+}

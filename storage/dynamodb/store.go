@@ -27,9 +27,12 @@
 // that is not a string of at most segments.MaxCursorBytes) fails its context with
 // segments.ErrInvalidData, or the status poll with segments.ErrInvalidMetadata. An answer is
 // checked against its checksum (X-Amz-Crc32) before it is decoded, and must name the table
-// under Responses (DynamoDB names it, with no items when none was found) unless every key
-// of it is unprocessed: an answer that fails either says nothing of the keys, and fails
-// their reads with segments.ErrInvalidData, never "no item".
+// under Responses with a list (DynamoDB names it, with [] when no item was found) unless
+// every key of it is unprocessed: an answer that fails either says nothing of the keys, and
+// fails their reads with segments.ErrInvalidData, never "no item". So must Load's: a Query
+// answer without Items, or with an item that is not a context's of the prefix, fails the
+// load before it deletes anything, and a BatchWriteItem answer without UnprocessedItems
+// fails it too.
 //
 // # Observation
 //
