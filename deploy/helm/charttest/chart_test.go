@@ -118,7 +118,7 @@ func TestEverySettingReachable(t *testing.T) {
 			if sample == "" {
 				sample = "x"
 			}
-			out, err := template(t, []string{writeValues(t, fmt.Sprintf("config:\n  %s: %q\n", name, sample))})
+			out, err := template(t, withStore(t, fmt.Sprintf("config:\n  %s: %q\n", name, sample)))
 			switch {
 			case err == nil:
 				r, err := decode(out)
@@ -173,6 +173,8 @@ func TestDocumentedDefaults(t *testing.T) {
 // render with a message naming the value at fault.
 func TestChartRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, values, want string }{
+		{"no store", "{}", "no store: set redis.url, redis.cluster.addrs, redis.sentinel.addrs or dynamodb.table (or config.BIGSEG_SEED_FILE"},
+		{"no store but a Redis password", "redis: {passwordSecret: {name: redis}}", "no store: set redis.url"},
 		{"two topologies", "redis: {url: redis://r:6379, cluster: {addrs: [a:1]}}", "choose one of url"},
 		{"password in the URL", "redis: {url: 'redis://user:hunter2@r:6379'}", "redis.url: holds a password"},
 		{"password alone in the URL", "redis: {url: 'rediss://:hunter2@r:6379'}", "redis.url: holds a password"},
@@ -181,7 +183,7 @@ func TestChartRefuses(t *testing.T) {
 		{"a structured setting in config", "config: {BIGSEG_ADDR: ':9999'}", "config.BIGSEG_ADDR: set it with ports.http"},
 		{"the shutdown delay in config", "config: {BIGSEG_SHUTDOWN_DELAY: 1s}", "set it with shutdown.delay"},
 		{"not a bigseg setting", "config: {GODEBUG: x}", "only BIGSEG_* settings"},
-		{"a map as a setting", "config: {BIGSEG_PREFIX: {a: b}}", "want a string, number or boolean"},
+		{"a map as a setting", "redis: {url: 'redis://r:6379'}\nconfig: {BIGSEG_PREFIX: {a: b}}", "want a string, number or boolean"},
 		{"TLS without a Secret", "tls: {enabled: true}", "tls.secretName: required"},
 		{"client CA without TLS", "tls: {clientCA: {enabled: true}}", "requires tls.enabled"},
 		{"metrics TLS under mutual TLS", "tls: {enabled: true, secretName: s, metrics: true, clientCA: {enabled: true}}", "not with tls.clientCA"},
@@ -251,7 +253,7 @@ func TestGoMemLimit(t *testing.T) {
 		t.Run(fmt.Sprintf("%s at %d%%", tc.memory, tc.pct), func(t *testing.T) {
 			t.Parallel()
 			q := resource.MustParse(strings.Trim(tc.memory, `"`))
-			r := render(t, writeValues(t, fmt.Sprintf("resources: {limits: {memory: %s}}\ngoRuntime: {memoryLimitPercent: %d}\n", tc.memory, tc.pct)))
+			r := render(t, withStore(t, fmt.Sprintf("resources: {limits: {memory: %s}}\ngoRuntime: {memoryLimitPercent: %d}\n", tc.memory, tc.pct))...)
 			got := r.env()["GOMEMLIMIT"].value
 			if want := fmt.Sprintf("%dMiB", quantityMiB(q.Value(), float64(tc.pct))); got != want {
 				t.Errorf("limits.memory %s (%d bytes) at %d%%: GOMEMLIMIT=%q, want %q", tc.memory, q.Value(), tc.pct, got, want)
@@ -259,7 +261,7 @@ func TestGoMemLimit(t *testing.T) {
 		})
 	}
 	t.Run("no limit", func(t *testing.T) {
-		r := render(t, writeValues(t, "resources: {requests: {memory: 128Mi}, limits: null}\n"))
+		r := render(t, withStore(t, "resources: {requests: {memory: 128Mi}, limits: null}\n")...)
 		if v, ok := r.env()["GOMEMLIMIT"]; ok {
 			t.Errorf("GOMEMLIMIT=%q without a memory limit", v.value)
 		}
@@ -281,7 +283,7 @@ func TestGraceFollowsShutdown(t *testing.T) {
 		{"shutdown: {delay: 1500ms, timeout: 1m0.2s, marginSeconds: 2}", 62 + 2},
 		{"shutdown: {delay: '0', timeout: 1h}", 3600 + 5},
 	} {
-		r := render(t, writeValues(t, tc.values))
+		r := render(t, withStore(t, tc.values)...)
 		if g := r.pod().TerminationGracePeriodSeconds; g == nil || *g != tc.want {
 			t.Errorf("%s: terminationGracePeriodSeconds %d, want %d", tc.values, deref(g), tc.want)
 		}
@@ -292,7 +294,7 @@ func TestGraceFollowsShutdown(t *testing.T) {
 // changed setting rolls the pods, and only then.
 func TestConfigChecksum(t *testing.T) {
 	sum := func(values string) string {
-		return render(t, writeValues(t, values)).deployment.Spec.Template.Annotations["checksum/config"]
+		return render(t, withStore(t, values)...).deployment.Spec.Template.Annotations["checksum/config"]
 	}
 	base := sum("config: {BIGSEG_CACHE_TTL: 5s}")
 	if again := sum("config: {BIGSEG_CACHE_TTL: 5s}"); again != base {
@@ -408,9 +410,13 @@ func TestNotes(t *testing.T) {
 	if err := os.Remove(notesPath); err != nil {
 		t.Fatal(err)
 	}
-	renderNotes := func(t *testing.T, valuesFile string) string {
+	renderNotes := func(t *testing.T, valuesFiles ...string) string {
 		t.Helper()
-		out, err := runHelm(t, "template", releaseName, dir, "--namespace", namespace, "-f", valuesFile, "--show-only", "templates/notes.yaml")
+		args := []string{"template", releaseName, dir, "--namespace", namespace, "--show-only", "templates/notes.yaml"}
+		for _, f := range valuesFiles {
+			args = append(args, "-f", f)
+		}
+		out, err := runHelm(t, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,8 +431,8 @@ func TestNotes(t *testing.T) {
 		values        string
 		want, notWant []string
 	}{
-		{"defaults", []string{"http://demo-bigseg.bigseg.svc:8080/memberships/<contextKey>", "WARNING: no Redis is configured", "which is empty"}, []string{"Mutual TLS", "limits.memory is not set"}},
-		{"tuned", []string{"loaded from /examples/memberships.json"}, []string{"which is empty"}},
+		{"defaults", []string{"http://demo-bigseg.bigseg.svc:8080/memberships/<contextKey>"}, []string{"WARNING", "Mutual TLS", "limits.memory is not set"}},
+		{"tuned", []string{"WARNING: no Redis or DynamoDB is configured", "embedded store loaded from\n/examples/memberships.json"}, nil},
 		{"cluster", nil, []string{"WARNING"}},
 		{"dynamodb", []string{"Store: DynamoDB table launchdarkly-big-segments in eu-west-1"}, []string{"WARNING"}},
 		{"tls", []string{"https://demo-bigseg.bigseg.svc:8080/status", "curl -sk https://", "rediss://demo-bigseg.bigseg.svc:6380."}, []string{"WARNING", "Mutual TLS", "--cert", "token"}},
@@ -452,7 +458,7 @@ func TestNotes(t *testing.T) {
 			}
 		})
 	}
-	if n := renderNotes(t, writeValues(t, "resources: {limits: null}\n")); !strings.Contains(n, "limits.memory is not set") {
+	if n := renderNotes(t, withStore(t, "resources: {limits: null}\n")...); !strings.Contains(n, "limits.memory is not set") {
 		t.Errorf("no warning without a memory limit:\n%s", n)
 	}
 }

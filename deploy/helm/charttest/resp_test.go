@@ -38,7 +38,7 @@ func TestRESPListener(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := render(t, writeValues(t, tc.values))
+			r := render(t, withStore(t, tc.values)...)
 			env := r.env()
 			got := respRendering{Addr: env["BIGSEG_RESP_ADDR"].value, TLS: env["BIGSEG_RESP_TLS"].value}
 			for _, cp := range r.container().Ports {

@@ -315,8 +315,8 @@ the value at fault.
 {{- if and $environments (hasKey .Values.config "BIGSEG_PREFIX") (not (kindIs "invalid" .Values.config.BIGSEG_PREFIX)) }}
 {{- fail "config.BIGSEG_PREFIX: not with environments: give each environment's prefix there" }}
 {{- end }}
-{{- if and (gt $environments 1) (not (or .Values.redis.url .Values.redis.cluster.addrs .Values.redis.sentinel.addrs)) }}
-{{- fail "environments: several need Redis (redis.url, redis.cluster.addrs or redis.sentinel.addrs): the embedded store serves one" }}
+{{- if and (gt $environments 1) (not (or .Values.redis.url .Values.redis.cluster.addrs .Values.redis.sentinel.addrs .Values.dynamodb.table)) }}
+{{- fail "environments: several need Redis or DynamoDB (redis.url, redis.cluster.addrs, redis.sentinel.addrs or dynamodb.table): the embedded store serves one" }}
 {{- end }}
 {{- with .Values.redis }}
 {{- $topologies := 0 }}
@@ -415,6 +415,9 @@ the value at fault.
 {{- if and .enabled (gt (int .minReplicas) (int .maxReplicas)) }}
 {{- fail "autoscaling.minReplicas: more than autoscaling.maxReplicas" }}
 {{- end }}
+{{- end }}
+{{- if not (or .Values.redis.url .Values.redis.cluster.addrs .Values.redis.sentinel.addrs .Values.dynamodb.table .Values.config.BIGSEG_SEED_FILE) }}
+{{- fail "no store: set redis.url, redis.cluster.addrs, redis.sentinel.addrs or dynamodb.table (or config.BIGSEG_SEED_FILE, such as /examples/memberships.json, to try bigseg out on the embedded store); bigseg refuses to start without one" }}
 {{- end }}
 {{- end }}
 
