@@ -20,8 +20,8 @@ func TestDefaultIsValid(t *testing.T) {
 // served, it would answer "no membership" for everyone while healthy and ready.
 func TestNoStoreIsRefused(t *testing.T) {
 	code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"})
-	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS",
-		"BIGSEG_REDIS_SENTINEL_ADDRS", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
+	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL",
+		"BIGSEG_REDIS_SENTINEL_URL", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
 		if code != 1 || !strings.Contains(stderr, want) {
 			t.Errorf("no store: exit %d, stderr %q; want exit 1 and a message naming %s", code, stderr, want)
 		}
@@ -31,13 +31,13 @@ func TestNoStoreIsRefused(t *testing.T) {
 func TestValidateNamesTheVariables(t *testing.T) {
 	c := defaultConfig()
 	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
-	c.RedisURL, c.RedisClusterAddrs = "redis://127.0.0.1:6379", []string{"127.0.0.1:7000"}
+	c.RedisURL, c.RedisClusterURL = "redis://127.0.0.1:6379", "redis://127.0.0.1:7000"
 	err := c.validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"BIGSEG_CACHE_SIZE: must not be negative", "BIGSEG_MAX_CONNS: must be positive",
-		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_ADDRS are set"} {
+		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

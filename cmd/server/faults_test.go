@@ -22,13 +22,13 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// faultEnv is the configuration of the fault tests: short timeouts and polls, so that faults
-// show quickly.
+// faultEnv is the configuration of the fault tests: short timeouts (in the URL, unless it
+// has parameters of its own) and polls, so that faults show quickly.
 func faultEnv(url string, extra ...string) map[string]string {
-	env := map[string]string{
-		"BIGSEG_REDIS_URL": url, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
-		"BIGSEG_REDIS_DIAL_TIMEOUT": "200ms", "BIGSEG_REDIS_READ_TIMEOUT": "200ms", "BIGSEG_REDIS_WRITE_TIMEOUT": "200ms",
+	if !strings.Contains(url, "?") {
+		url += "?dial_timeout=200ms&read_timeout=200ms&write_timeout=200ms"
 	}
+	env := map[string]string{"BIGSEG_REDIS_URL": url, "BIGSEG_STATUS_POLL_INTERVAL": "100ms"}
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]
 	}
@@ -172,7 +172,7 @@ func TestSlowRedis(t *testing.T) {
 	seedUsers(t, c, 10)
 	// A read timeout long enough that all 200 requests arrive while the first read waits, and
 	// short enough that a second read, if any, still fails inside the 5 s pause.
-	srv := start(t, faultEnv(rs.URL(), "BIGSEG_REDIS_MAX_RETRIES", "0", "BIGSEG_REDIS_READ_TIMEOUT", "1s"))
+	srv := start(t, faultEnv(rs.URL()+"?dial_timeout=200ms&write_timeout=200ms&read_timeout=1s&max_retries=-1"))
 	ask(http.DefaultClient, srv.URL+"/memberships/user-1")
 	baseline := srv.value(t, "go_goroutines")
 	readsBefore := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
@@ -380,8 +380,8 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 	seedUsers(t, c, 100)
 	// Redis's own timeouts and retries would let a lookup outlast the pause; the poll interval
 	// is long so that the poller does not find the pause first (lookups would then fail fast).
-	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL(), "BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h",
-		"BIGSEG_REDIS_READ_TIMEOUT": "2s", "BIGSEG_REDIS_MAX_RETRIES": "2", "BIGSEG_LOOKUP_TIMEOUT": "300ms"})
+	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL() + "?read_timeout=2s&max_retries=2", "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "300ms"})
 	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 200 {
 		t.Fatalf("before the pause: %+v", a)
 	}

@@ -264,9 +264,8 @@ func TestOTelBatchAndSharedReads(t *testing.T) {
 	recv := startReceiver(t)
 	const n = 200
 	rs, redisURL := otelRedis(t, n)
-	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "grpc"), "grpc",
-		"BIGSEG_STORE_READS_IN_FLIGHT", "1", "BIGSEG_LOOKUP_TIMEOUT", "10s",
-		"BIGSEG_REDIS_READ_TIMEOUT", "10s", "BIGSEG_REDIS_WRITE_TIMEOUT", "10s")))
+	p := startProcess(t, otelServerEnv(redisURL+"?read_timeout=10s&write_timeout=10s", otelVars(otelEndpoint(recv, "grpc"), "grpc",
+		"BIGSEG_STORE_READS_IN_FLIGHT", "1", "BIGSEG_LOOKUP_TIMEOUT", "10s")))
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 

@@ -157,7 +157,7 @@ const emptySeedFile = "testdata/empty.json"
 
 // namesStore says whether env names a store, even as empty (unset).
 func namesStore(env map[string]string) bool {
-	for _, k := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS", "BIGSEG_REDIS_SENTINEL_ADDRS",
+	for _, k := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL", "BIGSEG_REDIS_SENTINEL_URL",
 		"BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
 		if _, ok := env[k]; ok {
 			return true

@@ -35,9 +35,9 @@ var breakages = []struct {
 	{"a foreign variable", "settings", nil, func(r *release) {
 		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "TZ", Value: "UTC"})
 	}},
-	{"a password in the ConfigMap", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_PASSWORD"] = "hunter2" }},
-	{"a password from a secretKeyRef", "secrets", nil, func(r *release) {
-		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "BIGSEG_REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{
+	{"tokens in the ConfigMap", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_API_TOKENS"] = "hunter2" }},
+	{"tokens from a secretKeyRef", "secrets", nil, func(r *release) {
+		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "BIGSEG_API_TOKENS", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "password"}}})
 	}},
 	{"the collector's headers in clear", "secrets", []string{"otel"}, func(r *release) {
@@ -51,6 +51,9 @@ var breakages = []struct {
 		r.settings.Data[otelHeaders] = "authorization=Bearer%20hunter2"
 	}},
 	{"a password in the URL", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_URL"] = "rediss://bigseg:hunter2@redis:6380" }},
+	{"a password parameter in the Sentinel URL", "secrets", nil, func(r *release) {
+		r.settings.Data["BIGSEG_REDIS_SENTINEL_URL"] = "redis://s:26379?master_name=m&password=hunter2"
+	}},
 	{"a file outside the mounts", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_TLS_CA_FILE"] = "/etc/bigseg/nowhere/ca.crt" }},
 	{"subPath mount", "secrets", nil, func(r *release) { r.container().VolumeMounts[0].SubPath = "tls.crt" }},
 	{"world-readable secret", "secrets", nil, func(r *release) { r.pod().Volumes[0].Secret.DefaultMode = ptr(int32(0o644)) }},
