@@ -18,7 +18,6 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/guard"
-	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -63,7 +62,7 @@ type config struct {
 	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships"`
 	MaxBatchRefs              int           `envconfig:"MAX_BATCH_REFS" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
 	MaxBodyBytes              int64         `envconfig:"MAX_BODY_BYTES" desc:"largest request body accepted, in bytes"`
-	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond)"`
+	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
 	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
 	PprofAddr                 string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error"`
@@ -76,24 +75,36 @@ type config struct {
 	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
 	MaxStreams                int           `envconfig:"MAX_STREAMS" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
 	AccessLog                 bool          `envconfig:"ACCESS_LOG" desc:"log every request (method, route pattern, code, duration; never the path)"`
-	ReadHeaderTimeout         time.Duration `envconfig:"READ_HEADER_TIMEOUT" desc:"how long a client may take to send request headers"`
-	ReadTimeout               time.Duration `envconfig:"READ_TIMEOUT" desc:"how long a client may take to send a whole request"`
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
-	IdleTimeout               time.Duration `envconfig:"IDLE_TIMEOUT" desc:"how long an idle keep-alive connection stays open"`
-	MaxHeaderBytes            int           `envconfig:"MAX_HEADER_BYTES" desc:"largest request header accepted (431 beyond it and the 4096 bytes of slack Go's server adds)"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md); unset means off"`
 	RESPTLS                   bool          `envconfig:"RESP_TLS" desc:"serve RESP_ADDR with the TLS settings of ADDR (rediss://; client certificates included); else plain"`
-	RESPMaxConns              int           `envconfig:"RESP_MAX_CONNS" desc:"most Redis-protocol connections open at once; at the limit an idle one is closed to make room"`
-	RESPIdleTimeout           time.Duration `envconfig:"RESP_IDLE_TIMEOUT" desc:"how long a Redis-protocol connection may wait for its next command; 0 for no bound, as Redis's own timeout 0"`
-	RESPReadTimeout           time.Duration `envconfig:"RESP_READ_TIMEOUT" desc:"how long a Redis-protocol command may take to arrive once it has begun"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
 	ShutdownTimeout           time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
+
+	// Not settings: derived from them (derive), or constants.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout time.Duration `ignored:"true"`
+	MaxHeaderBytes, RESPMaxConns                                                  int           `ignored:"true"`
+}
+
+// derive sets the limits that follow from the settings. A client gets twice
+// BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
+// MAX_CONNS), and the whole request a second more than headers and body together, so that a
+// slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
+// begun, and that listener as many connections as HTTP. Headers are bounded at 16 KiB (a
+// context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
+// 2 minutes, idle Redis-protocol ones never (as Redis's timeout 0): at the connection limit the
+// idlest is closed to make room anyway.
+func (c *config) derive() {
+	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
+	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
+	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
+	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
 
 // defaultConfig is the configuration with no variable set.
 func defaultConfig() config {
-	return config{
+	c := config{
 		Addr:                   ":8080",
 		DynamoDBConsistentRead: true,
 		Prefix:                 redis.DefaultPrefix,
@@ -115,16 +126,12 @@ func defaultConfig() config {
 		ShedWait:               250 * time.Millisecond,
 		MaxConns:               4096,
 		MaxStreams:             1000,
-		RESPMaxConns:           4096,
-		RESPReadTimeout:        resp.DefaultReadTimeout,
-		ReadHeaderTimeout:      5 * time.Second,
-		ReadTimeout:            15 * time.Second,
 		WriteTimeout:           15 * time.Second,
-		IdleTimeout:            2 * time.Minute,
-		MaxHeaderBytes:         16 << 10,
 		ShutdownDelay:          5 * time.Second,
 		ShutdownTimeout:        10 * time.Second,
 	}
+	c.derive()
+	return c
 }
 
 // loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
@@ -143,6 +150,7 @@ func loadConfig() (config, error) {
 		}
 		return cfg, err
 	}
+	cfg.derive()
 	_, prefixSet := os.LookupEnv(varPrefix + "_PREFIX")
 	if prefixSet && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
@@ -163,7 +171,9 @@ func variables() []string {
 	var names []string
 	typ := reflect.TypeFor[config]()
 	for i := range typ.NumField() {
-		names = append(names, varPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
+		if name := typ.Field(i).Tag.Get("envconfig"); name != "" {
+			names = append(names, varPrefix+"_"+name)
+		}
 	}
 	return names
 }
@@ -211,6 +221,13 @@ var removed = map[string]string{
 	"REDIS_WRITE_TIMEOUT":            "put write_timeout=%s in the Redis URL",
 	"REDIS_MAX_RETRIES":              "put max_retries=%s in the Redis URL (-1 for none)",
 	"REDIS_POOL_SIZE":                "put pool_size=%s in the Redis URL",
+	"READ_HEADER_TIMEOUT":            "a client gets twice BIGSEG_BODY_READ_TIMEOUT to send its headers: set that (to half of %s) instead",
+	"READ_TIMEOUT":                   "a request gets the time of its headers and its body, a second more: set BIGSEG_BODY_READ_TIMEOUT instead",
+	"IDLE_TIMEOUT":                   "idle keep-alive connections close after 2 minutes, and sooner at BIGSEG_MAX_CONNS to make room",
+	"MAX_HEADER_BYTES":               "request headers are bounded at 16 KiB (431 beyond, after the 4 KiB of slack Go's server adds)",
+	"RESP_MAX_CONNS":                 "the Redis-protocol listener takes as many connections as BIGSEG_MAX_CONNS: set that (to %s) instead",
+	"RESP_READ_TIMEOUT":              "a Redis-protocol command gets twice BIGSEG_BODY_READ_TIMEOUT to arrive: set that (to half of %s) instead",
+	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
 // serviceLink matches the variables Kubernetes injects for a Service (enableServiceLinks).
@@ -290,8 +307,7 @@ const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER
 
 // validateTimeouts refuses timeouts that cannot hold together. A response must be written
 // within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
-// all: a batch's body, its wait for a slot and its lookup must fit in it. A body must arrive
-// within READ_TIMEOUT too, else it is cut off without the 408 that BODY_READ_TIMEOUT gives.
+// all: a batch's body, its wait for a slot and its lookup must fit in it.
 func (c config) validateTimeouts() []error {
 	var errs []error
 	names, sum := "BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT", c.LookupTimeout+c.BodyReadTimeout
@@ -302,10 +318,6 @@ func (c config) validateTimeouts() []error {
 	if sum >= c.WriteTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
 			names, values, c.WriteTimeout))
-	}
-	if c.BodyReadTimeout >= c.ReadTimeout {
-		errs = append(errs, fmt.Errorf("BIGSEG_BODY_READ_TIMEOUT (%s) must be less than BIGSEG_READ_TIMEOUT (%s), which cuts a body off without an answer",
-			c.BodyReadTimeout, c.ReadTimeout))
 	}
 	return errs
 }
@@ -337,14 +349,7 @@ func (c config) rangeChecks() []rangeCheck {
 		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"MAX_STREAMS", c.MaxStreams < 0, "must not be negative"},
-		{"RESP_MAX_CONNS", c.RESPMaxConns <= 0, "must be positive"},
-		{"RESP_IDLE_TIMEOUT", c.RESPIdleTimeout < 0, "must not be negative"},
-		{"RESP_READ_TIMEOUT", c.RESPReadTimeout <= 0, "must be positive"},
-		{"READ_HEADER_TIMEOUT", c.ReadHeaderTimeout <= 0, "must be positive"},
-		{"READ_TIMEOUT", c.ReadTimeout <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
-		{"IDLE_TIMEOUT", c.IdleTimeout <= 0, "must be positive"},
-		{"MAX_HEADER_BYTES", c.MaxHeaderBytes < 1024, "must be at least 1024"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 	}

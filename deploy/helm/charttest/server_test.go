@@ -157,7 +157,7 @@ func TestServerUsageParses(t *testing.T) {
 		"BIGSEG_SHUTDOWN_TIMEOUT":  {typ: "Duration", def: "10s"},
 		"BIGSEG_ENVIRONMENTS":      {typ: "Comma-separated list of String", def: ""},
 		"BIGSEG_PREFIX":            {typ: "String", def: "launchdarkly"},
-		"BIGSEG_RESP_IDLE_TIMEOUT": {typ: "Duration", def: "0s"},
+		"BIGSEG_BODY_READ_TIMEOUT": {typ: "Duration", def: "2s"},
 	} {
 		got, ok := f.vars[name]
 		if !ok {
