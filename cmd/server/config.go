@@ -59,39 +59,39 @@ type config struct {
 	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
 	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them"`
 	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
-	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships"`
-	MaxBatchRefs              int           `envconfig:"MAX_BATCH_REFS" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
+	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its answer holds at most 100 times as many segment refs (400 beyond)"`
 	MaxBodyBytes              int64         `envconfig:"MAX_BODY_BYTES" desc:"largest request body accepted, in bytes"`
 	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
 	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
 	PprofAddr                 string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
-	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error"`
+	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
 	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
-	MaxInflight               int           `envconfig:"MAX_INFLIGHT" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
-	ShedWait                  time.Duration `envconfig:"SHED_WAIT" desc:"how long a lookup request may wait for a slot before a 429"`
+	MaxInflight               int           `envconfig:"MAX_INFLIGHT" desc:"most lookup requests running at once; as many more wait up to a quarter of LOOKUP_TIMEOUT, the rest get 429; 0 turns shedding off"`
 	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
 	MaxStreams                int           `envconfig:"MAX_STREAMS" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
-	AccessLog                 bool          `envconfig:"ACCESS_LOG" desc:"log every request (method, route pattern, code, duration; never the path)"`
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
-	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md); unset means off"`
-	RESPTLS                   bool          `envconfig:"RESP_TLS" desc:"serve RESP_ADDR with the TLS settings of ADDR (rediss://; client certificates included); else plain"`
+	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
 	ShutdownTimeout           time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
 
 	// Not settings: derived from them (derive), or constants.
-	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout time.Duration `ignored:"true"`
-	MaxHeaderBytes, RESPMaxConns                                                  int           `ignored:"true"`
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait time.Duration `ignored:"true"`
+	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs                                              int           `ignored:"true"`
+	AccessLog, RESPTLS                                                                      bool          `ignored:"true"`
 }
 
 // derive sets the limits that follow from the settings. A client gets twice
 // BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
 // MAX_CONNS), and the whole request a second more than headers and body together, so that a
 // slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
-// begun, and that listener as many connections as HTTP. Headers are bounded at 16 KiB (a
+// begun, and that listener as many connections as HTTP. A lookup waits for a slot at most a
+// quarter of its timeout; a batch's answer holds at most 100 refs a lookup. At debug level every
+// request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
+// carries the API tokens). Headers are bounded at 16 KiB (a
 // context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
 // 2 minutes, idle Redis-protocol ones never (as Redis's timeout 0): at the connection limit the
 // idlest is closed to make room anyway.
@@ -99,6 +99,10 @@ func (c *config) derive() {
 	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
 	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
+	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
+	level, _ := parseLevel(c.LogLevel)
+	c.AccessLog = level <= slog.LevelDebug
+	c.RESPTLS = c.TLSCertFile != ""
 	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
 
@@ -117,13 +121,11 @@ func defaultConfig() config {
 		StoreReadsInFlight:     segments.DefaultReadsInFlight,
 		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
 		MaxBatch:               handlers.DefaultMaxBatch,
-		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
 		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
 		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
 		BodyMemoryBytes:        guard.DefaultBodyMemory,
 		LogLevel:               "info",
 		MaxInflight:            1024,
-		ShedWait:               250 * time.Millisecond,
 		MaxConns:               4096,
 		MaxStreams:             1000,
 		WriteTimeout:           15 * time.Second,
@@ -227,6 +229,10 @@ var removed = map[string]string{
 	"MAX_HEADER_BYTES":               "request headers are bounded at 16 KiB (431 beyond, after the 4 KiB of slack Go's server adds)",
 	"RESP_MAX_CONNS":                 "the Redis-protocol listener takes as many connections as BIGSEG_MAX_CONNS: set that (to %s) instead",
 	"RESP_READ_TIMEOUT":              "a Redis-protocol command gets twice BIGSEG_BODY_READ_TIMEOUT to arrive: set that (to half of %s) instead",
+	"SHED_WAIT":                      "a lookup waits for a slot at most a quarter of BIGSEG_LOOKUP_TIMEOUT",
+	"MAX_BATCH_REFS":                 "a batch's answer holds at most 100 segment refs a lookup of BIGSEG_MAX_BATCH: set that (to a hundredth of %s) instead",
+	"ACCESS_LOG":                     "every request is logged at BIGSEG_LOG_LEVEL=debug",
+	"RESP_TLS":                       "the Redis-protocol listener serves TLS (rediss://) whenever BIGSEG_TLS_CERT_FILE is set, plain otherwise",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
@@ -313,7 +319,7 @@ func (c config) validateTimeouts() []error {
 	names, sum := "BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT", c.LookupTimeout+c.BodyReadTimeout
 	values := fmt.Sprintf("%s + %s", c.LookupTimeout, c.BodyReadTimeout)
 	if c.MaxInflight > 0 {
-		names, sum, values = names+" + BIGSEG_SHED_WAIT", sum+c.ShedWait, values+" + "+c.ShedWait.String()
+		names, sum, values = names+" + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot)", sum+c.ShedWait, values+" + "+c.ShedWait.String()
 	}
 	if sum >= c.WriteTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
@@ -341,12 +347,10 @@ func (c config) rangeChecks() []rangeCheck {
 		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
 		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
-		{"MAX_BATCH_REFS", c.MaxBatchRefs <= 0, "must be positive"},
 		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
 		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, "must be at least BIGSEG_MAX_BODY_BYTES"},
 		{"MAX_INFLIGHT", c.MaxInflight < 0, "must not be negative"},
-		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"MAX_STREAMS", c.MaxStreams < 0, "must not be negative"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
@@ -429,9 +433,6 @@ func (c config) validateTLS() []error {
 	}
 	if c.MetricsTLS && (c.TLSCertFile == "" || c.MetricsAddr == "") {
 		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
-	}
-	if c.RESPTLS && (c.TLSCertFile == "" || c.RESPAddr == "") {
-		errs = append(errs, errors.New("BIGSEG_RESP_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_RESP_ADDR"))
 	}
 	return errs
 }

@@ -53,7 +53,7 @@ func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "16s"},
-			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + BIGSEG_SHED_WAIT (16s + 2s + 250ms) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot) (16s + 2s + 4s) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
 		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "10s", "BIGSEG_WRITE_TIMEOUT": "12s", "BIGSEG_MAX_INFLIGHT": "0"},
 			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (10s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
 	} {
@@ -183,13 +183,21 @@ func TestHelpExitsZero(t *testing.T) {
 
 // The limits that are no settings of their own follow from the settings they derive from.
 func TestDerivedLimits(t *testing.T) {
-	c, err := configOf(map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "3s", "BIGSEG_MAX_CONNS": "100"})
+	c, err := configOf(map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "3s", "BIGSEG_MAX_CONNS": "100", "BIGSEG_LOOKUP_TIMEOUT": "2s", "BIGSEG_MAX_BATCH": "50",
+		"BIGSEG_LOG_LEVEL": "DEBUG"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout}
-	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0)}
+	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.ShedWait, c.MaxBatchRefs, c.AccessLog}
+	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 500 * time.Millisecond, 5000, true}
+	c.TLSCertFile = "cert.pem"
+	if c.derive(); !c.RESPTLS {
+		t.Error("the Redis-protocol listener plain beside HTTPS")
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("derived %v, want %v", got, want)
+	}
+	if c := defaultConfig(); c.AccessLog {
+		t.Error("requests logged at info level")
 	}
 }

@@ -310,7 +310,7 @@ func TestTokensAndMetricsListener(t *testing.T) {
 	writeFile(t, tokens, "# bigseg callers\nsecret-token-a\n\n  secret-token-b  \n")
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	srv := start(t, map[string]string{"BIGSEG_API_TOKENS_FILE": tokens, "BIGSEG_METRICS_ADDR": metricsAddr,
-		"BIGSEG_ACCESS_LOG": "true", "BIGSEG_SEED_FILE": "../../examples/memberships.json"})
+		"BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SEED_FILE": "../../examples/memberships.json"}) // every request logged
 	if resp, _ := srv.get(t, "/memberships/alice"); resp.StatusCode != 401 {
 		t.Errorf("lookup without a token: %d", resp.StatusCode)
 	}
@@ -423,7 +423,7 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 // answered, and the slow ones get a 408 once their body read times out.
 func TestSlowBodiesTakeNoLookupSlots(t *testing.T) {
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_INFLIGHT": "2",
-		"BIGSEG_SHED_WAIT": "10ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"})
+		"BIGSEG_LOOKUP_TIMEOUT": "40ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"}) // a slot waited for 10 ms at most
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	const slow = 20
 	codes := make(chan string, slow)

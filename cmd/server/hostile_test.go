@@ -36,7 +36,7 @@ const (
 
 // TestHostileClients runs the real program as a process and attacks it, all at once and for a
 // few seconds, the ways a hostile client can: made-up methods, bodies sent a byte at a time,
-// far more status streams than allowed, batches that ask for one huge context a thousand
+// far more status streams than allowed, batches that ask for one huge context 200
 // times, and a flood of connections that send nothing. Meanwhile a well-behaved client keeps
 // looking up. Its lookups must all succeed, and what the process holds (memory, goroutines,
 // file descriptors, metric series) must stay within bounds that follow from the settings.
@@ -47,9 +47,9 @@ func TestHostileClients(t *testing.T) {
 	p := startProcess(t, map[string]string{
 		"BIGSEG_SEED_FILE": hostileSeed(t), "BIGSEG_LOG_LEVEL": "info",
 		"BIGSEG_MAX_CONNS": strconv.Itoa(hostileMaxConns), "BIGSEG_MAX_STREAMS": strconv.Itoa(hostileMaxStreams),
-		"BIGSEG_MAX_INFLIGHT": strconv.Itoa(hostileMaxInflight), "BIGSEG_SHED_WAIT": "100ms",
+		"BIGSEG_MAX_INFLIGHT": strconv.Itoa(hostileMaxInflight), "BIGSEG_LOOKUP_TIMEOUT": "400ms", // a slot waited for 100 ms at most
 		"BIGSEG_MAX_BODY_BYTES": strconv.Itoa(hostileMaxBodyBytes), "BIGSEG_BODY_READ_TIMEOUT": "1s", // headers: 2s
-		"BIGSEG_MAX_BATCH_REFS": "20000", "BIGSEG_BODY_MEMORY_BYTES": strconv.Itoa(hostileBodyMemory),
+		"BIGSEG_MAX_BATCH": "200", "BIGSEG_BODY_MEMORY_BYTES": strconv.Itoa(hostileBodyMemory), // 20,000 refs an answer
 	})
 	addr := strings.TrimPrefix(p.URL, "http://")
 	good := newGoodClient(p.URL)
@@ -295,10 +295,10 @@ func holdStream(ctx context.Context, addr string) {
 	}
 }
 
-// amplifyingBatches asks for the huge context a thousand times in one batch of a few KB, and
-// for it a few times (an answer under the limit, streamed).
+// amplifyingBatches asks for the huge context 200 times in one batch of a few KB, and for it
+// a few times (an answer under the limit, streamed).
 func amplifyingBatches(ctx context.Context, addr string) {
-	keys := make([]string, 1000)
+	keys := make([]string, 200)
 	for i := range keys {
 		keys[i] = "huge"
 	}

@@ -432,14 +432,14 @@ func TestRESPRelayPatch(t *testing.T) {
 	t.Logf("the patch was answered %v after its commit (polls every %v)", took.Round(time.Millisecond), interval)
 }
 
-// TestRESPTLS: with BIGSEG_RESP_TLS the listener speaks TLS with the HTTP listener's
+// TestRESPTLS: with BIGSEG_TLS_CERT_FILE the listener speaks TLS with the HTTP listener's
 // certificate: a rediss:// client that trusts its CA reads, as does redis-cli --tls; a plain
 // client, or one that does not trust the CA, reads nothing.
 func TestRESPTLS(t *testing.T) {
 	files := redistest.NewTLS(t)
 	d := newTLSDir(t, files)
 	srv := start(t, withRESP(map[string]string{"BIGSEG_SEED_FILE": respSeedFile(t, time.Now()), "BIGSEG_PREFIX": "ld-test",
-		"BIGSEG_TLS_CERT_FILE": d.cert, "BIGSEG_TLS_KEY_FILE": d.key, "BIGSEG_RESP_TLS": "true"}))
+		"BIGSEG_TLS_CERT_FILE": d.cert, "BIGSEG_TLS_KEY_FILE": d.key}))
 	addr := respAddr(t, srv.logs)
 	if l := srv.logs.find("Redis-protocol listener"); len(l) != 1 || l[0]["tls"] != true {
 		t.Errorf("start-up log: %v, want tls true", l)

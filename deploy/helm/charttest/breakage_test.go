@@ -72,7 +72,6 @@ var breakages = []struct {
 	{"RESP port moved", "resp", nil, func(r *release) { r.container().Ports[2].ContainerPort = 6381 }},
 	{"RESP port left out of the Service", "resp", nil, func(r *release) { r.service.Spec.Ports = r.service.Spec.Ports[:2] }},
 	{"RESP port without its listener", "resp", nil, func(r *release) { delete(r.settings.Data, "BIGSEG_RESP_ADDR") }},
-	{"RESP TLS without a certificate", "resp", nil, func(r *release) { delete(r.settings.Data, "BIGSEG_TLS_CERT_FILE") }},
 	{"PDB blocks drains", "pdb", nil, func(r *release) { r.pdb.Spec.MaxUnavailable = ptr(intstr.FromInt32(0)) }},
 	{"metrics port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:1] }},
 	{"RESP port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:2] }},
@@ -194,7 +193,7 @@ func TestPodRunCatchesBreakage(t *testing.T) {
 		{"probe port unknown", "defaults", func(r *release) { r.container().LivenessProbe.HTTPGet.Port = intstr.FromString("admin") }},
 		{"GOMEMLIMIT malformed", "defaults", func(r *release) { r.container().Env[0].Value = "230M" }},
 		{"RESP container port elsewhere", "environments", func(r *release) { r.container().Ports[2].ContainerPort = 6380 }},
-		{"RESP TLS without a certificate", "environments", func(r *release) { r.settings.Data["BIGSEG_RESP_TLS"] = "true" }},
+		{"a removed setting", "environments", func(r *release) { r.settings.Data["BIGSEG_RESP_TLS"] = "true" }},
 		{"an environment name the server refuses", "environments", func(r *release) { r.settings.Data["BIGSEG_ENVIRONMENTS"] = "Production=ld-prod" }},
 		{"BIGSEG_PREFIX beside BIGSEG_ENVIRONMENTS", "environments", func(r *release) { r.settings.Data["BIGSEG_PREFIX"] = "launchdarkly" }},
 	} {

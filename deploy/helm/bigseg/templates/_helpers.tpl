@@ -194,7 +194,6 @@ checking the values. The ConfigMap holds exactly this.
 {{- with include "bigseg.environments" . }}{{ $_ = set $env "BIGSEG_ENVIRONMENTS" . }}{{ end }}
 {{- if .Values.resp.enabled }}
 {{- $_ = set $env "BIGSEG_RESP_ADDR" (printf ":%d" (int .Values.ports.resp)) }}
-{{- if .Values.tls.resp }}{{ $_ = set $env "BIGSEG_RESP_TLS" "true" }}{{ end }}
 {{- end }}
 {{- with .Values.redis }}
 {{- if .url }}{{ $_ = set $env "BIGSEG_REDIS_URL" .url }}{{ end }}
@@ -289,7 +288,6 @@ the value at fault.
   "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout"
   "BIGSEG_ENVIRONMENTS" "environments"
   "BIGSEG_RESP_ADDR" "resp.enabled and ports.resp"
-  "BIGSEG_RESP_TLS" "tls.resp"
   "BIGSEG_DYNAMODB_TABLE" "dynamodb.table"
   "BIGSEG_DYNAMODB_CONSISTENT_READ" "dynamodb.consistentRead" }}
 {{- $inClear := dict "BIGSEG_API_TOKENS" "apiTokens.secretName" }}
@@ -397,12 +395,9 @@ the value at fault.
 {{- if and .clientCA.enabled .metrics }}
 {{- fail "tls.metrics: not with tls.clientCA: under mutual TLS kubelet's probes use the metrics port, which must stay plain HTTP" }}
 {{- end }}
-{{- if and .resp (not .enabled) }}
-{{- fail "tls.resp: requires tls.enabled (the Redis-protocol listener serves the API's certificate)" }}
+{{- if hasKey . "resp" }}
+{{- fail "tls.resp is gone: the Redis-protocol listener serves TLS whenever tls.enabled" }}
 {{- end }}
-{{- end }}
-{{- if and .Values.tls.resp (not .Values.resp.enabled) }}
-{{- fail "tls.resp: requires resp.enabled" }}
 {{- end }}
 {{- if eq (int .Values.ports.http) (int .Values.ports.metrics) }}
 {{- fail "ports.metrics: must differ from ports.http" }}
