@@ -69,9 +69,7 @@ type config struct {
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
-	MaxInflight               int           `envconfig:"MAX_INFLIGHT" desc:"most lookup requests running at once; as many more wait up to a quarter of LOOKUP_TIMEOUT, the rest get 429; 0 turns shedding off"`
-	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
-	MaxStreams                int           `envconfig:"MAX_STREAMS" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
+	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; a quarter of them may run lookups at once (429 beyond), half hold /status/stream (503 beyond)"`
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
@@ -80,7 +78,7 @@ type config struct {
 
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait time.Duration `ignored:"true"`
-	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs                                              int           `ignored:"true"`
+	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                     int           `ignored:"true"`
 	AccessLog, RESPTLS                                                                      bool          `ignored:"true"`
 }
 
@@ -88,7 +86,9 @@ type config struct {
 // BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
 // MAX_CONNS), and the whole request a second more than headers and body together, so that a
 // slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
-// begun, and that listener as many connections as HTTP. A lookup waits for a slot at most a
+// begun, and that listener as many connections as HTTP. A quarter of the connections may run
+// lookups at once, as many more wait for a slot, and half may hold status streams (which are
+// never closed to make room). A lookup waits for a slot at most a
 // quarter of its timeout; a batch's answer holds at most 100 refs a lookup. At debug level every
 // request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
 // carries the API tokens). Headers are bounded at 16 KiB (a
@@ -100,6 +100,7 @@ func (c *config) derive() {
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
 	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
 	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
+	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
 	level, _ := parseLevel(c.LogLevel)
 	c.AccessLog = level <= slog.LevelDebug
 	c.RESPTLS = c.TLSCertFile != ""
@@ -125,9 +126,7 @@ func defaultConfig() config {
 		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
 		BodyMemoryBytes:        guard.DefaultBodyMemory,
 		LogLevel:               "info",
-		MaxInflight:            1024,
 		MaxConns:               4096,
-		MaxStreams:             1000,
 		WriteTimeout:           15 * time.Second,
 		ShutdownDelay:          5 * time.Second,
 		ShutdownTimeout:        10 * time.Second,
@@ -233,6 +232,8 @@ var removed = map[string]string{
 	"MAX_BATCH_REFS":                 "a batch's answer holds at most 100 segment refs a lookup of BIGSEG_MAX_BATCH: set that (to a hundredth of %s) instead",
 	"ACCESS_LOG":                     "every request is logged at BIGSEG_LOG_LEVEL=debug",
 	"RESP_TLS":                       "the Redis-protocol listener serves TLS (rediss://) whenever BIGSEG_TLS_CERT_FILE is set, plain otherwise",
+	"MAX_INFLIGHT":                   "a quarter of BIGSEG_MAX_CONNS may run lookups at once: set that (to 4 x %s) instead",
+	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
@@ -315,17 +316,11 @@ const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER
 // within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
 // all: a batch's body, its wait for a slot and its lookup must fit in it.
 func (c config) validateTimeouts() []error {
-	var errs []error
-	names, sum := "BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT", c.LookupTimeout+c.BodyReadTimeout
-	values := fmt.Sprintf("%s + %s", c.LookupTimeout, c.BodyReadTimeout)
-	if c.MaxInflight > 0 {
-		names, sum, values = names+" + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot)", sum+c.ShedWait, values+" + "+c.ShedWait.String()
+	if sum := c.LookupTimeout + c.BodyReadTimeout + c.ShedWait; sum >= c.WriteTimeout {
+		return []error{fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot) (%s + %s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			c.LookupTimeout, c.BodyReadTimeout, c.ShedWait, c.WriteTimeout)}
 	}
-	if sum >= c.WriteTimeout {
-		errs = append(errs, fmt.Errorf("%s (%s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
-			names, values, c.WriteTimeout))
-	}
-	return errs
+	return nil
 }
 
 // rangeCheck is one numeric setting's bound: bad when the value is outside it.
@@ -350,9 +345,7 @@ func (c config) rangeChecks() []rangeCheck {
 		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
 		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, "must be at least BIGSEG_MAX_BODY_BYTES"},
-		{"MAX_INFLIGHT", c.MaxInflight < 0, "must not be negative"},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
-		{"MAX_STREAMS", c.MaxStreams < 0, "must not be negative"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},

@@ -422,7 +422,7 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 // clients trickling their bodies a byte at a time, other clients' lookups and batches are
 // answered, and the slow ones get a 408 once their body read times out.
 func TestSlowBodiesTakeNoLookupSlots(t *testing.T) {
-	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_INFLIGHT": "2",
+	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_CONNS": "40", // 10 lookup slots
 		"BIGSEG_LOOKUP_TIMEOUT": "40ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"}) // a slot waited for 10 ms at most
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	const slow = 20

@@ -26,8 +26,8 @@ import (
 // The settings of the hostile-client test: small, so that the bounds they imply are tight.
 const (
 	hostileMaxConns     = 300
-	hostileMaxStreams   = 50
-	hostileMaxInflight  = 16
+	hostileMaxStreams   = hostileMaxConns / 2 // the server's, derived
+	hostileMaxInflight  = hostileMaxConns / 4
 	hostileMaxBodyBytes = 64 << 10
 	hostileBodyMemory   = 4 * hostileMaxBodyBytes
 	hostileHeaderBytes  = 16 << 10 // the server's bound
@@ -46,8 +46,8 @@ func TestHostileClients(t *testing.T) {
 	}
 	p := startProcess(t, map[string]string{
 		"BIGSEG_SEED_FILE": hostileSeed(t), "BIGSEG_LOG_LEVEL": "info",
-		"BIGSEG_MAX_CONNS": strconv.Itoa(hostileMaxConns), "BIGSEG_MAX_STREAMS": strconv.Itoa(hostileMaxStreams),
-		"BIGSEG_MAX_INFLIGHT": strconv.Itoa(hostileMaxInflight), "BIGSEG_LOOKUP_TIMEOUT": "400ms", // a slot waited for 100 ms at most
+		"BIGSEG_MAX_CONNS":      strconv.Itoa(hostileMaxConns),                                       // streams and lookup slots follow
+		"BIGSEG_LOOKUP_TIMEOUT": "400ms",                                                             // a slot waited for 100 ms at most
 		"BIGSEG_MAX_BODY_BYTES": strconv.Itoa(hostileMaxBodyBytes), "BIGSEG_BODY_READ_TIMEOUT": "1s", // headers: 2s
 		"BIGSEG_MAX_BATCH": "200", "BIGSEG_BODY_MEMORY_BYTES": strconv.Itoa(hostileBodyMemory), // 20,000 refs an answer
 	})
@@ -511,9 +511,8 @@ func watchPeaks(ctx context.Context, t *testing.T, p *process, good *goodClient,
 }
 
 // TestStreamsCannotTakeEveryConnection opens twice as many status streams as there are
-// connection slots, with BIGSEG_MAX_STREAMS at its default, far above them. An open stream is a
-// connection in use, which the limit never closes to make room, so streams are held to half
-// of BIGSEG_MAX_CONNS: a new client is still answered.
+// connection slots. An open stream is a connection in use, which the limit never closes to make
+// room, so streams are held to half of BIGSEG_MAX_CONNS: a new client is still answered.
 func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
@@ -523,7 +522,6 @@ func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() }) // after the process is killed, which ends every stream
 	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots)})
-	p.logs.wait(t, "BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection")
 	addr := strings.TrimPrefix(p.URL, "http://")
 	before := p.holdings(t)
 	for range 2 * slots {
@@ -557,11 +555,11 @@ func TestOpenConnectionsGauge(t *testing.T) {
 	}
 }
 
-// TestStreamsHeldToHalfTheConnections: with BIGSEG_MAX_STREAMS above half of BIGSEG_MAX_CONNS,
-// half the connections may hold streams, and a stream beyond them is refused.
+// TestStreamsHeldToHalfTheConnections: half of BIGSEG_MAX_CONNS may hold streams, and a stream
+// beyond them is refused.
 func TestStreamsHeldToHalfTheConnections(t *testing.T) {
 	const slots = 20
-	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots), "BIGSEG_MAX_STREAMS": "15"})
+	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots)})
 	addr := strings.TrimPrefix(p.URL, "http://")
 	for i := range slots / 2 {
 		if code := openStream(t, addr); code != http.StatusOK {
