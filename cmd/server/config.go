@@ -59,10 +59,9 @@ type config struct {
 	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
 	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them"`
 	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
-	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its answer holds at most 100 times as many segment refs (400 beyond)"`
-	MaxBodyBytes              int64         `envconfig:"MAX_BODY_BYTES" desc:"largest request body accepted, in bytes"`
+	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)"`
 	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
-	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
+	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least the largest body: MAX_BATCH keys of MAX_KEY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
 	PprofAddr                 string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
 	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
@@ -80,6 +79,7 @@ type config struct {
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait time.Duration `ignored:"true"`
 	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                     int           `ignored:"true"`
 	AccessLog, RESPTLS                                                                      bool          `ignored:"true"`
+	MaxBodyBytes                                                                            int64         `ignored:"true"`
 }
 
 // derive sets the limits that follow from the settings. A client gets twice
@@ -89,7 +89,8 @@ type config struct {
 // begun, and that listener as many connections as HTTP. A quarter of the connections may run
 // lookups at once, as many more wait for a slot, and half may hold status streams (which are
 // never closed to make room). A lookup waits for a slot at most a
-// quarter of its timeout; a batch's answer holds at most 100 refs a lookup. At debug level every
+// quarter of its timeout; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES (with JSON's
+// quotes, commas and a few escapes: 1 MiB by default), its answer at most 100 refs a lookup. At debug level every
 // request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
 // carries the API tokens). Headers are bounded at 16 KiB (a
 // context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
@@ -100,6 +101,7 @@ func (c *config) derive() {
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
 	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
 	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
+	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
 	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
 	level, _ := parseLevel(c.LogLevel)
 	c.AccessLog = level <= slog.LevelDebug
@@ -122,7 +124,6 @@ func defaultConfig() config {
 		StoreReadsInFlight:     segments.DefaultReadsInFlight,
 		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
 		MaxBatch:               handlers.DefaultMaxBatch,
-		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
 		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
 		BodyMemoryBytes:        guard.DefaultBodyMemory,
 		LogLevel:               "info",
@@ -234,6 +235,7 @@ var removed = map[string]string{
 	"RESP_TLS":                       "the Redis-protocol listener serves TLS (rediss://) whenever BIGSEG_TLS_CERT_FILE is set, plain otherwise",
 	"MAX_INFLIGHT":                   "a quarter of BIGSEG_MAX_CONNS may run lookups at once: set that (to 4 x %s) instead",
 	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
+	"MAX_BODY_BYTES":                 "a batch's body holds BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES and their JSON punctuation: set those instead",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
@@ -342,9 +344,8 @@ func (c config) rangeChecks() []rangeCheck {
 		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
 		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
-		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
-		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, "must be at least BIGSEG_MAX_BODY_BYTES"},
+		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, fmt.Sprintf("must be at least the largest body, %d bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)", c.MaxBodyBytes)},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},

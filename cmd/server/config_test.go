@@ -183,13 +183,13 @@ func TestHelpExitsZero(t *testing.T) {
 
 // The limits that are no settings of their own follow from the settings they derive from.
 func TestDerivedLimits(t *testing.T) {
-	c, err := configOf(map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "3s", "BIGSEG_MAX_CONNS": "100", "BIGSEG_LOOKUP_TIMEOUT": "2s", "BIGSEG_MAX_BATCH": "50",
+	c, err := configOf(map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "3s", "BIGSEG_MAX_CONNS": "100", "BIGSEG_LOOKUP_TIMEOUT": "2s", "BIGSEG_MAX_BATCH": "50", "BIGSEG_MAX_KEY_BYTES": "100",
 		"BIGSEG_LOG_LEVEL": "DEBUG"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.ShedWait, c.MaxBatchRefs, c.AccessLog, c.MaxInflight, c.MaxStreams}
-	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 500 * time.Millisecond, 5000, true, 25, 50}
+	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.ShedWait, c.MaxBatchRefs, c.AccessLog, c.MaxInflight, c.MaxStreams, c.MaxBodyBytes}
+	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 500 * time.Millisecond, 5000, true, 25, 50, int64(50*124 + 1024)}
 	c.TLSCertFile = "cert.pem"
 	if c.derive(); !c.RESPTLS {
 		t.Error("the Redis-protocol listener plain beside HTTPS")
