@@ -69,24 +69,24 @@ type config struct {
 	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
 	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; a quarter of them may run lookups at once (429 beyond), half hold /status/stream (503 beyond)"`
-	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
+	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
-	ShutdownTimeout           time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
 
 	// Not settings: derived from them (derive), or constants.
-	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait time.Duration `ignored:"true"`
-	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                     int           `ignored:"true"`
-	AccessLog, RESPTLS                                                                      bool          `ignored:"true"`
-	MaxBodyBytes                                                                            int64         `ignored:"true"`
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait, ShutdownTimeout time.Duration `ignored:"true"`
+	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                                      int           `ignored:"true"`
+	AccessLog, RESPTLS                                                                                       bool          `ignored:"true"`
+	MaxBodyBytes                                                                                             int64         `ignored:"true"`
 }
 
 // derive sets the limits that follow from the settings. A client gets twice
 // BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
 // MAX_CONNS), and the whole request a second more than headers and body together, so that a
 // slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
-// begun, and that listener as many connections as HTTP. A quarter of the connections may run
+// begun, and that listener as many connections as HTTP. At shutdown, in-flight requests get
+// WRITE_TIMEOUT to finish: as long as any of them may take. A quarter of the connections may run
 // lookups at once, as many more wait for a slot, and half may hold status streams (which are
 // never closed to make room). A lookup waits for a slot at most a
 // quarter of its timeout; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES (with JSON's
@@ -100,6 +100,7 @@ func (c *config) derive() {
 	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
 	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
+	c.ShutdownTimeout = c.WriteTimeout
 	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
 	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
@@ -130,7 +131,6 @@ func defaultConfig() config {
 		MaxConns:               4096,
 		WriteTimeout:           15 * time.Second,
 		ShutdownDelay:          5 * time.Second,
-		ShutdownTimeout:        10 * time.Second,
 	}
 	c.derive()
 	return c
@@ -236,6 +236,7 @@ var removed = map[string]string{
 	"MAX_INFLIGHT":                   "a quarter of BIGSEG_MAX_CONNS may run lookups at once: set that (to 4 x %s) instead",
 	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
 	"MAX_BODY_BYTES":                 "a batch's body holds BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES and their JSON punctuation: set those instead",
+	"SHUTDOWN_TIMEOUT":               "after BIGSEG_SHUTDOWN_DELAY, in-flight requests get BIGSEG_WRITE_TIMEOUT to finish, as long as any may take: set that (to %s, if it still holds a lookup) instead",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
@@ -349,7 +350,6 @@ func (c config) rangeChecks() []rangeCheck {
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
-		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 	}
 }
 

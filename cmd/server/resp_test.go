@@ -568,8 +568,7 @@ func TestRESPDrainOnSIGTERM(t *testing.T) {
 	seedRedis(t, c, "launchdarkly", respContexts, time.Now())
 	proxy := newHeldProxy(t, rs.Addr(), "smembers")
 	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": proxy.URL() + "?read_timeout=20s", "BIGSEG_LOG_LEVEL": "info",
-		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m",
-		"BIGSEG_SHUTDOWN_TIMEOUT": "20s"}))
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m"}))
 	addr := respAddr(t, p.logs)
 	keys := respKeys{"launchdarkly"}
 	busy := respClient(t, addr, goredis.Options{PoolSize: 1})

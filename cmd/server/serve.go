@@ -335,7 +335,7 @@ func (a *app) reload() {
 // says "Connection: close" for delay (BIGSEG_SHUTDOWN_DELAY after SIGTERM; none after SIGINT
 // or a listener's failure, and a further signal ends it), while requests are still served;
 // then the listeners close and in-flight requests and commands get up to
-// BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
+// BIGSEG_WRITE_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay time.Duration) error {
 	a.svc.Drain()
 	if delay > 0 {

@@ -193,7 +193,8 @@ func TestChartRefuses(t *testing.T) {
 		{"metrics TLS under mutual TLS", "tls: {enabled: true, secretName: s, metrics: true, clientCA: {enabled: true}}", "not with tls.clientCA"},
 		{"Redis CA without TLS", "redis: {url: 'redis://r:6379', tls: {caSecret: {name: ca}}}", "redis.url: redis.tls.caSecret and redis.tls.clientCertSecret need a rediss:// URL"},
 		{"a duration without unit", "shutdown: {delay: 5}", "shutdown.delay: want a Go duration"},
-		{"not a duration", "shutdown: {timeout: ten seconds}", `shutdown.timeout: "ten seconds" is not a Go duration`},
+		{"not a duration", "config: {BIGSEG_WRITE_TIMEOUT: ten seconds}", `config.BIGSEG_WRITE_TIMEOUT: "ten seconds" is not a Go duration`},
+		{"the shutdown timeout as before", "shutdown: {timeout: 10s}", "shutdown.timeout is gone: after shutdown.delay, in-flight requests get config.BIGSEG_WRITE_TIMEOUT"},
 		{"no margin", "shutdown: {marginSeconds: 0}", "shutdown.marginSeconds: at least 1"},
 		{"not a memory quantity", "resources: {limits: {memory: lots}}", `resources.limits.memory: "lots" is not a memory quantity`},
 		{"a percentage over 100", "goRuntime: {memoryLimitPercent: 120}", "goRuntime.memoryLimitPercent"},
@@ -279,10 +280,10 @@ func TestGraceFollowsShutdown(t *testing.T) {
 		values string
 		want   int64
 	}{
-		{"{}", 5 + 10 + 5},
-		{"shutdown: {delay: 30s, timeout: 2m}", 30 + 120 + 5},
-		{"shutdown: {delay: 1500ms, timeout: 1m0.2s, marginSeconds: 2}", 62 + 2},
-		{"shutdown: {delay: '0', timeout: 1h}", 3600 + 5},
+		{"{}", 5 + 15 + 5},
+		{"shutdown: {delay: 30s}\nconfig: {BIGSEG_WRITE_TIMEOUT: 2m}", 30 + 120 + 5},
+		{"shutdown: {delay: 1500ms, marginSeconds: 2}\nconfig: {BIGSEG_WRITE_TIMEOUT: 1m0.2s}", 62 + 2},
+		{"shutdown: {delay: '0'}\nconfig: {BIGSEG_WRITE_TIMEOUT: 1h}", 3600 + 5},
 	} {
 		r := render(t, withStore(t, tc.values)...)
 		if g := r.pod().TerminationGracePeriodSeconds; g == nil || *g != tc.want {

@@ -414,7 +414,7 @@ func setting(env map[string]envVar, f *facts, name string) (time.Duration, error
 func checkGrace(r *release, f *facts) []string {
 	env := r.env()
 	delay, err1 := setting(env, f, "BIGSEG_SHUTDOWN_DELAY")
-	timeout, err2 := setting(env, f, "BIGSEG_SHUTDOWN_TIMEOUT")
+	timeout, err2 := setting(env, f, "BIGSEG_WRITE_TIMEOUT") // in-flight requests' time to finish
 	if err1 != nil || err2 != nil {
 		return []string{fmt.Sprint(err1, err2)}
 	}
@@ -423,7 +423,7 @@ func checkGrace(r *release, f *facts) []string {
 		return []string{"no terminationGracePeriodSeconds (the default 30 s is not derived from the drain)"}
 	}
 	if g := time.Duration(*grace) * time.Second; g <= delay+timeout {
-		return []string{fmt.Sprintf("terminationGracePeriodSeconds %v does not exceed BIGSEG_SHUTDOWN_DELAY %v + BIGSEG_SHUTDOWN_TIMEOUT %v: kubelet would kill requests still finishing", g, delay, timeout)}
+		return []string{fmt.Sprintf("terminationGracePeriodSeconds %v does not exceed BIGSEG_SHUTDOWN_DELAY %v + BIGSEG_WRITE_TIMEOUT %v: kubelet would kill requests still finishing", g, delay, timeout)}
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func TestServerUsageParses(t *testing.T) {
 		"BIGSEG_REDIS_URL":         {typ: "String", def: ""},
 		"BIGSEG_API_TOKENS":        {typ: "Comma-separated list of String", def: ""},
 		"BIGSEG_METRICS_TLS":       {typ: "True or False", def: "false"},
-		"BIGSEG_SHUTDOWN_TIMEOUT":  {typ: "Duration", def: "10s"},
+		"BIGSEG_WRITE_TIMEOUT":     {typ: "Duration", def: "15s"},
 		"BIGSEG_ENVIRONMENTS":      {typ: "Comma-separated list of String", def: ""},
 		"BIGSEG_PREFIX":            {typ: "String", def: "launchdarkly"},
 		"BIGSEG_BODY_READ_TIMEOUT": {typ: "Duration", def: "2s"},

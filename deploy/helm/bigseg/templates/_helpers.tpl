@@ -109,10 +109,13 @@ bytes, as a float. Call with (list "resources.limits.memory" $quantity).
 {{- end }}
 {{- end }}
 
-{{/* The grace period: delay + timeout, rounded up, plus the margin. */}}
+{{/* The grace period: the delay + the write timeout (which in-flight requests get to finish), rounded up, plus the margin. */}}
 {{- define "bigseg.terminationGracePeriodSeconds" -}}
+{{- if hasKey .Values.shutdown "timeout" }}
+{{- fail "shutdown.timeout is gone: after shutdown.delay, in-flight requests get config.BIGSEG_WRITE_TIMEOUT (15s by default) to finish" }}
+{{- end }}
 {{- $delay := include "bigseg.seconds" (list "shutdown.delay" .Values.shutdown.delay) | float64 }}
-{{- $timeout := include "bigseg.seconds" (list "shutdown.timeout" .Values.shutdown.timeout) | float64 }}
+{{- $timeout := include "bigseg.seconds" (list "config.BIGSEG_WRITE_TIMEOUT" (dig "BIGSEG_WRITE_TIMEOUT" "15s" (.Values.config | default dict))) | float64 }}
 {{- $margin := int .Values.shutdown.marginSeconds }}
 {{- if lt $margin 1 }}
 {{- fail "shutdown.marginSeconds: at least 1, so that the process exits before kubelet kills it" }}
@@ -190,7 +193,6 @@ checking the values. The ConfigMap holds exactly this.
 {{- $_ := set $env "BIGSEG_ADDR" (printf ":%d" (int .Values.ports.http)) }}
 {{- $_ = set $env "BIGSEG_METRICS_ADDR" (printf ":%d" (int .Values.ports.metrics)) }}
 {{- $_ = set $env "BIGSEG_SHUTDOWN_DELAY" .Values.shutdown.delay }}
-{{- $_ = set $env "BIGSEG_SHUTDOWN_TIMEOUT" .Values.shutdown.timeout }}
 {{- with include "bigseg.environments" . }}{{ $_ = set $env "BIGSEG_ENVIRONMENTS" . }}{{ end }}
 {{- if .Values.resp.enabled }}
 {{- $_ = set $env "BIGSEG_RESP_ADDR" (printf ":%d" (int .Values.ports.resp)) }}
@@ -285,7 +287,6 @@ the value at fault.
   "BIGSEG_REDIS_TLS_KEY_FILE" "redis.tls.clientCertSecret"
   "BIGSEG_API_TOKENS_FILE" "apiTokens.secretName"
   "BIGSEG_SHUTDOWN_DELAY" "shutdown.delay"
-  "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout"
   "BIGSEG_ENVIRONMENTS" "environments"
   "BIGSEG_RESP_ADDR" "resp.enabled and ports.resp"
   "BIGSEG_DYNAMODB_TABLE" "dynamodb.table"
