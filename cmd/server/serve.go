@@ -196,7 +196,7 @@ type respListener struct {
 }
 
 // listenRESP opens the Redis-protocol listener, under a connection limit of its own, with TLS
-// when BIGSEG_RESP_TLS is set.
+// when HTTP has TLS (cfg.RESPTLS).
 func (a *app) listenRESP(m *metrics.Metrics) error {
 	raw, err := net.Listen("tcp", a.cfg.RESPAddr)
 	if err != nil {
