@@ -15,7 +15,7 @@ func (m *Metrics) RESP(commands []string, open func() int) func(command string, 
 	durations := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bigseg_resp_command_duration_seconds",
 		Help: "Duration of commands on the Redis-protocol listener, by command.", Buckets: latencyBuckets}, []string{"command"})
 	m.reg.MustRegister(counts, durations, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bigseg_resp_open_connections",
-		Help: "Client connections open on the Redis-protocol listener (at most BIGSEG_RESP_MAX_CONNS)."}, func() float64 { return float64(open()) }))
+		Help: "Client connections open on the Redis-protocol listener (at most BIGSEG_MAX_CONNS)."}, func() float64 { return float64(open()) }))
 	type series struct {
 		ok, failed prometheus.Counter
 		duration   prometheus.Observer

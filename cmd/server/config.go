@@ -19,7 +19,6 @@ import (
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/limit"
-	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -35,83 +34,87 @@ const varPrefix = "BIGSEG"
 // Defaults live once: defaultConfig, mostly the packages' own defaults, which envconfig leaves
 // in place for the variables that are unset, and which -h prints.
 type config struct {
-	Addr                       string        `envconfig:"ADDR" desc:"address to listen on"`
-	TLSCertFile                string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
-	TLSKeyFile                 string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
-	TLSClientCAFile            string        `envconfig:"TLS_CLIENT_CA_FILE" desc:"PEM CA bundle: with it, clients must present a certificate it issued (mutual TLS)"`
-	RedisURL                   string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://, rediss:// (TLS) or unix:// URL; one store setting (a Redis one, DYNAMODB_TABLE or SEED_FILE) is required"`
-	RedisClusterAddrs          []string      `envconfig:"REDIS_CLUSTER_ADDRS" desc:"Redis Cluster: comma-separated seed host:port addresses"`
-	RedisSentinelAddrs         []string      `envconfig:"REDIS_SENTINEL_ADDRS" desc:"Sentinel-managed Redis: comma-separated sentinel host:port addresses"`
-	RedisSentinelMaster        string        `envconfig:"REDIS_SENTINEL_MASTER" desc:"Sentinel-managed Redis: the master's name"`
-	RedisSentinelPassword      string        `envconfig:"REDIS_SENTINEL_PASSWORD" desc:"password of the sentinels themselves, if they require one"`
-	RedisSentinelPasswordFile  string        `envconfig:"REDIS_SENTINEL_PASSWORD_FILE" desc:"file holding the sentinels' password, such as a mounted Kubernetes secret"`
-	RedisDB                    int           `envconfig:"REDIS_DB" desc:"database number (standalone and Sentinel; a URL's own /db wins)"`
-	RedisUsername              string        `envconfig:"REDIS_USERNAME" desc:"ACL user name (or in the URL)"`
-	RedisPassword              string        `envconfig:"REDIS_PASSWORD" desc:"password (or in the URL, or BIGSEG_REDIS_PASSWORD_FILE)"`
-	RedisPasswordFile          string        `envconfig:"REDIS_PASSWORD_FILE" desc:"file holding the password, such as a mounted Kubernetes secret"`
-	RedisTLS                   bool          `envconfig:"REDIS_TLS" desc:"use TLS (implied by rediss://)"`
-	RedisTLSCAFile             string        `envconfig:"REDIS_TLS_CA_FILE" desc:"PEM CA bundle to verify Redis with, instead of the system roots"`
-	RedisTLSCertFile           string        `envconfig:"REDIS_TLS_CERT_FILE" desc:"PEM client certificate, for Redis servers that require one"`
-	RedisTLSKeyFile            string        `envconfig:"REDIS_TLS_KEY_FILE" desc:"PEM key of the client certificate"`
-	RedisTLSServerName         string        `envconfig:"REDIS_TLS_SERVER_NAME" desc:"name to verify the server certificate against, if not the host dialled"`
-	RedisTLSInsecureSkipVerify bool          `envconfig:"REDIS_TLS_INSECURE_SKIP_VERIFY" desc:"do not verify the server certificate (testing only)"`
-	RedisDialTimeout           time.Duration `envconfig:"REDIS_DIAL_TIMEOUT" desc:"how long connecting to Redis may take"`
-	RedisReadTimeout           time.Duration `envconfig:"REDIS_READ_TIMEOUT" desc:"how long a Redis reply may take"`
-	RedisWriteTimeout          time.Duration `envconfig:"REDIS_WRITE_TIMEOUT" desc:"how long sending a Redis command may take"`
-	RedisMaxRetries            int           `envconfig:"REDIS_MAX_RETRIES" desc:"retries of a failed Redis call (a broken pooled connection, a timeout); 0 for none"`
-	RedisPoolSize              int           `envconfig:"REDIS_POOL_SIZE" desc:"most connections per Redis node; 0 means 10 per CPU"`
-	DynamoDBTable              string        `envconfig:"DYNAMODB_TABLE" desc:"DynamoDB table of the Big Segments data (instead of Redis); region, credentials and endpoint come from the AWS SDK's own settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ...): see docs/dynamodb.md"`
-	DynamoDBConsistentRead     bool          `envconfig:"DYNAMODB_CONSISTENT_READ" desc:"strongly consistent DynamoDB reads; false halves their read capacity, but a read may miss the last second or so of writes"`
-	Prefix                     string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data: one environment, named default; with DYNAMODB_TABLE, unset means none (LaunchDarkly's default there)"`
-	Environments               []string      `envconfig:"ENVIRONMENTS" desc:"several environments in one Redis or DynamoDB table, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
-	SeedFile                   string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
-	CacheSize                  int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
-	CacheTTL                   time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
-	CacheTTLWithCursor         time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
-	StatusPollInterval         time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
-	StaleAfter                 time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
-	LookupTimeout              time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
-	StoreReadsInFlight         int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them"`
-	MaxKeyBytes                int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
-	MaxBatch                   int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships"`
-	MaxBatchRefs               int           `envconfig:"MAX_BATCH_REFS" desc:"most segment refs in one POST /memberships answer (400 beyond)"`
-	MaxBodyBytes               int64         `envconfig:"MAX_BODY_BYTES" desc:"largest request body accepted, in bytes"`
-	BodyReadTimeout            time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond)"`
-	BodyMemoryBytes            int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least MAX_BODY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
-	PprofAddr                  string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
-	LogLevel                   string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error"`
-	APITokens                  []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
-	APITokensFile              string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
-	MetricsAddr                string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
-	MetricsTLS                 bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
-	MaxInflight                int           `envconfig:"MAX_INFLIGHT" desc:"most lookup requests running at once; as many more wait up to SHED_WAIT, the rest get 429; 0 turns shedding off"`
-	ShedWait                   time.Duration `envconfig:"SHED_WAIT" desc:"how long a lookup request may wait for a slot before a 429"`
-	MaxConns                   int           `envconfig:"MAX_CONNS" desc:"most client connections open at once; at the limit a silent, idle or stuck one is closed to make room"`
-	MaxStreams                 int           `envconfig:"MAX_STREAMS" desc:"most /status/stream connections open at once (503 beyond); at most half of BIGSEG_MAX_CONNS"`
-	AccessLog                  bool          `envconfig:"ACCESS_LOG" desc:"log every request (method, route pattern, code, duration; never the path)"`
-	ReadHeaderTimeout          time.Duration `envconfig:"READ_HEADER_TIMEOUT" desc:"how long a client may take to send request headers"`
-	ReadTimeout                time.Duration `envconfig:"READ_TIMEOUT" desc:"how long a client may take to send a whole request"`
-	WriteTimeout               time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted)"`
-	IdleTimeout                time.Duration `envconfig:"IDLE_TIMEOUT" desc:"how long an idle keep-alive connection stays open"`
-	MaxHeaderBytes             int           `envconfig:"MAX_HEADER_BYTES" desc:"largest request header accepted (431 beyond it and the 4096 bytes of slack Go's server adds)"`
-	RESPAddr                   string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md); unset means off"`
-	RESPTLS                    bool          `envconfig:"RESP_TLS" desc:"serve RESP_ADDR with the TLS settings of ADDR (rediss://; client certificates included); else plain"`
-	RESPMaxConns               int           `envconfig:"RESP_MAX_CONNS" desc:"most Redis-protocol connections open at once; at the limit an idle one is closed to make room"`
-	RESPIdleTimeout            time.Duration `envconfig:"RESP_IDLE_TIMEOUT" desc:"how long a Redis-protocol connection may wait for its next command; 0 for no bound, as Redis's own timeout 0"`
-	RESPReadTimeout            time.Duration `envconfig:"RESP_READ_TIMEOUT" desc:"how long a Redis-protocol command may take to arrive once it has begun"`
-	ReadyRequiresFresh         bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
-	ShutdownDelay              time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
-	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" desc:"after the delay, how long in-flight requests get to finish"`
+	Addr                      string        `envconfig:"ADDR" desc:"address to listen on"`
+	TLSCertFile               string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
+	TLSKeyFile                string        `envconfig:"TLS_KEY_FILE" desc:"PEM key of TLS_CERT_FILE"`
+	TLSClientCAFile           string        `envconfig:"TLS_CLIENT_CA_FILE" desc:"PEM CA bundle: with it, clients must present a certificate it issued (mutual TLS)"`
+	RedisURL                  string        `envconfig:"REDIS_URL" desc:"standalone Redis: redis://[user@]host:port[/db][?params], rediss:// for TLS, or unix://; go-redis's parameters set timeouts, retries and the pool (see docs/redis.md); one store setting (a Redis URL, DYNAMODB_TABLE or SEED_FILE) is required"`
+	RedisClusterURL           string        `envconfig:"REDIS_CLUSTER_URL" desc:"Redis Cluster: redis://seed:port?addr=seed2:port&addr=..., rediss:// for TLS, with the same parameters"`
+	RedisSentinelURL          string        `envconfig:"REDIS_SENTINEL_URL" desc:"Sentinel-managed Redis: redis://sentinel:port?addr=sentinel2:port&master_name=mymaster, the sentinels' own user and password before the host, rediss:// for TLS, with the same parameters"`
+	RedisPasswordFile         string        `envconfig:"REDIS_PASSWORD_FILE" desc:"file holding the Redis password (with Sentinel, the master's), such as a mounted Kubernetes secret; not with a password in the URL"`
+	RedisSentinelPasswordFile string        `envconfig:"REDIS_SENTINEL_PASSWORD_FILE" desc:"file holding the sentinels' own password, if they require one"`
+	RedisTLSCAFile            string        `envconfig:"REDIS_TLS_CA_FILE" desc:"PEM CA bundle to verify Redis with (rediss://), instead of the system roots"`
+	RedisTLSCertFile          string        `envconfig:"REDIS_TLS_CERT_FILE" desc:"PEM client certificate, for Redis servers that require one"`
+	RedisTLSKeyFile           string        `envconfig:"REDIS_TLS_KEY_FILE" desc:"PEM key of the client certificate"`
+	RedisTLSServerName        string        `envconfig:"REDIS_TLS_SERVER_NAME" desc:"name to verify Redis's certificates against, if not the host dialled"`
+	DynamoDBTable             string        `envconfig:"DYNAMODB_TABLE" desc:"DynamoDB table of the Big Segments data (instead of Redis); region, credentials and endpoint come from the AWS SDK's own settings (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ...): see docs/dynamodb.md"`
+	DynamoDBConsistentRead    bool          `envconfig:"DYNAMODB_CONSISTENT_READ" desc:"strongly consistent DynamoDB reads; false halves their read capacity, but a read may miss the last second or so of writes"`
+	Prefix                    string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data: one environment, named default; with DYNAMODB_TABLE, unset means none (LaunchDarkly's default there)"`
+	Environments              []string      `envconfig:"ENVIRONMENTS" desc:"several environments in one Redis or DynamoDB table, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
+	SeedFile                  string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
+	CacheSize                 int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
+	CacheTTL                  time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
+	CacheTTLWithCursor        time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
+	StatusPollInterval        time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
+	StaleAfter                time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
+	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
+	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them"`
+	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
+	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)"`
+	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
+	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least the largest body: MAX_BATCH keys of MAX_KEY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
+	PprofAddr                 string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
+	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
+	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
+	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
+	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
+	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
+	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; a quarter of them may run lookups at once (429 beyond), half hold /status/stream (503 beyond)"`
+	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish"`
+	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
+	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
+	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
+
+	// Not settings: derived from them (derive), or constants.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait, ShutdownTimeout time.Duration `ignored:"true"`
+	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                                      int           `ignored:"true"`
+	AccessLog, RESPTLS                                                                                       bool          `ignored:"true"`
+	MaxBodyBytes                                                                                             int64         `ignored:"true"`
+}
+
+// derive sets the limits that follow from the settings. A client gets twice
+// BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
+// MAX_CONNS), and the whole request a second more than headers and body together, so that a
+// slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
+// begun, and that listener as many connections as HTTP. At shutdown, in-flight requests get
+// WRITE_TIMEOUT to finish: as long as any of them may take. A quarter of the connections may run
+// lookups at once, as many more wait for a slot, and half may hold status streams (which are
+// never closed to make room). A lookup waits for a slot at most a
+// quarter of its timeout; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES (with JSON's
+// quotes, commas and a few escapes: 1 MiB by default), its answer at most 100 refs a lookup. At debug level every
+// request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
+// carries the API tokens). Headers are bounded at 16 KiB (a
+// context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
+// 2 minutes, idle Redis-protocol ones never (as Redis's timeout 0): at the connection limit the
+// idlest is closed to make room anyway.
+func (c *config) derive() {
+	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
+	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
+	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
+	c.ShutdownTimeout = c.WriteTimeout
+	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
+	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
+	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
+	level, _ := parseLevel(c.LogLevel)
+	c.AccessLog = level <= slog.LevelDebug
+	c.RESPTLS = c.TLSCertFile != ""
+	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
 
 // defaultConfig is the configuration with no variable set.
 func defaultConfig() config {
-	return config{
+	c := config{
 		Addr:                   ":8080",
-		RedisDialTimeout:       redis.DefaultDialTimeout,
-		RedisReadTimeout:       redis.DefaultReadTimeout,
-		RedisWriteTimeout:      redis.DefaultWriteTimeout,
-		RedisMaxRetries:        redis.DefaultMaxRetries,
 		DynamoDBConsistentRead: true,
 		Prefix:                 redis.DefaultPrefix,
 		CacheSize:              segments.DefaultCacheSize,
@@ -123,25 +126,15 @@ func defaultConfig() config {
 		StoreReadsInFlight:     segments.DefaultReadsInFlight,
 		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
 		MaxBatch:               handlers.DefaultMaxBatch,
-		MaxBatchRefs:           handlers.DefaultMaxBatchRefs,
-		MaxBodyBytes:           handlers.DefaultMaxBodyBytes,
 		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
 		BodyMemoryBytes:        limit.DefaultBodyMemory,
 		LogLevel:               "info",
-		MaxInflight:            1024,
-		ShedWait:               250 * time.Millisecond,
 		MaxConns:               4096,
-		MaxStreams:             1000,
-		RESPMaxConns:           4096,
-		RESPReadTimeout:        resp.DefaultReadTimeout,
-		ReadHeaderTimeout:      5 * time.Second,
-		ReadTimeout:            15 * time.Second,
 		WriteTimeout:           15 * time.Second,
-		IdleTimeout:            2 * time.Minute,
-		MaxHeaderBytes:         16 << 10,
 		ShutdownDelay:          5 * time.Second,
-		ShutdownTimeout:        10 * time.Second,
 	}
+	c.derive()
+	return c
 }
 
 // loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
@@ -160,6 +153,7 @@ func loadConfig() (config, error) {
 		}
 		return cfg, err
 	}
+	cfg.derive()
 	_, prefixSet := os.LookupEnv(varPrefix + "_PREFIX")
 	if prefixSet && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
@@ -167,7 +161,7 @@ func loadConfig() (config, error) {
 	if !prefixSet && cfg.hasDynamoDB() {
 		cfg.Prefix = dynamodb.DefaultPrefix // LaunchDarkly's default for DynamoDB is none, not Redis's
 	}
-	for _, list := range []*[]string{&cfg.RedisClusterAddrs, &cfg.RedisSentinelAddrs, &cfg.APITokens, &cfg.Environments} {
+	for _, list := range []*[]string{&cfg.APITokens, &cfg.Environments} {
 		for i := range *list {
 			(*list)[i] = strings.TrimSpace((*list)[i])
 		}
@@ -180,7 +174,9 @@ func variables() []string {
 	var names []string
 	typ := reflect.TypeFor[config]()
 	for i := range typ.NumField() {
-		names = append(names, varPrefix+"_"+typ.Field(i).Tag.Get("envconfig"))
+		if name := typ.Field(i).Tag.Get("envconfig"); name != "" {
+			names = append(names, varPrefix+"_"+name)
+		}
 	}
 	return names
 }
@@ -190,15 +186,59 @@ func variables() []string {
 // (BIGSEG_SERVICE_HOST, BIGSEG_PORT_8080_TCP and the like).
 func unknownVariables(environ []string) error {
 	known := variables()
+	var errs []error
 	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
+		if replacement, ok := removed[strings.TrimPrefix(name, varPrefix+"_")]; ok {
+			if strings.Contains(replacement, "%") {
+				replacement = fmt.Sprintf(replacement, value)
+			}
+			errs = append(errs, fmt.Errorf("%s is gone: %s", name, replacement))
+			continue
+		}
 		if !strings.HasPrefix(name, varPrefix+"_") || slices.Contains(known, name) ||
 			strings.HasPrefix(name, varPrefix+"_TEST_") || serviceLink.MatchString(name) {
 			continue
 		}
-		return fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known))
+		errs = append(errs, fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known)))
 	}
-	return nil
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// removed are the settings that went, each with what replaces it (%s: the value it was
+// given, where that is no secret): operators have them in their manifests, so each is refused
+// with its replacement rather than silently ignored. docs/configuration.md lists them.
+var removed = map[string]string{
+	"REDIS_CLUSTER_ADDRS":            "give BIGSEG_REDIS_CLUSTER_URL=redis://host1:port?addr=host2:port&addr=host3:port (the addresses were %s)",
+	"REDIS_SENTINEL_ADDRS":           "give BIGSEG_REDIS_SENTINEL_URL=redis://sentinel1:port?addr=sentinel2:port&master_name=<master> (the addresses were %s)",
+	"REDIS_SENTINEL_MASTER":          "put master_name=%s in BIGSEG_REDIS_SENTINEL_URL",
+	"REDIS_SENTINEL_PASSWORD":        "put it in BIGSEG_REDIS_SENTINEL_URL (redis://:<password>@sentinel:26379?...) or in the file BIGSEG_REDIS_SENTINEL_PASSWORD_FILE names",
+	"REDIS_DB":                       "put the database in the Redis URL: redis://host:6379/%[1]s (or db=%[1]s as a parameter)",
+	"REDIS_USERNAME":                 "put the user in the Redis URL: redis://%s@host:6379 (with Sentinel, username=%[1]s as a parameter)",
+	"REDIS_PASSWORD":                 "put it in the file BIGSEG_REDIS_PASSWORD_FILE names, or in the Redis URL (redis://:<password>@host:6379; with Sentinel, password=<password> as a parameter)",
+	"REDIS_TLS":                      "use a rediss:// Redis URL for TLS",
+	"REDIS_TLS_INSECURE_SKIP_VERIFY": "put skip_verify=true in BIGSEG_REDIS_URL (rediss://; for testing only)",
+	"REDIS_DIAL_TIMEOUT":             "put dial_timeout=%s in the Redis URL",
+	"REDIS_READ_TIMEOUT":             "put read_timeout=%s in the Redis URL",
+	"REDIS_WRITE_TIMEOUT":            "put write_timeout=%s in the Redis URL",
+	"REDIS_MAX_RETRIES":              "put max_retries=%s in the Redis URL (-1 for none)",
+	"REDIS_POOL_SIZE":                "put pool_size=%s in the Redis URL",
+	"READ_HEADER_TIMEOUT":            "a client gets twice BIGSEG_BODY_READ_TIMEOUT to send its headers: set that (to half of %s) instead",
+	"READ_TIMEOUT":                   "a request gets the time of its headers and its body, a second more: set BIGSEG_BODY_READ_TIMEOUT instead",
+	"IDLE_TIMEOUT":                   "idle keep-alive connections close after 2 minutes, and sooner at BIGSEG_MAX_CONNS to make room",
+	"MAX_HEADER_BYTES":               "request headers are bounded at 16 KiB (431 beyond, after the 4 KiB of slack Go's server adds)",
+	"RESP_MAX_CONNS":                 "the Redis-protocol listener takes as many connections as BIGSEG_MAX_CONNS: set that (to %s) instead",
+	"RESP_READ_TIMEOUT":              "a Redis-protocol command gets twice BIGSEG_BODY_READ_TIMEOUT to arrive: set that (to half of %s) instead",
+	"SHED_WAIT":                      "a lookup waits for a slot at most a quarter of BIGSEG_LOOKUP_TIMEOUT",
+	"MAX_BATCH_REFS":                 "a batch's answer holds at most 100 segment refs a lookup of BIGSEG_MAX_BATCH: set that (to a hundredth of %s) instead",
+	"ACCESS_LOG":                     "every request is logged at BIGSEG_LOG_LEVEL=debug",
+	"RESP_TLS":                       "the Redis-protocol listener serves TLS (rediss://) whenever BIGSEG_TLS_CERT_FILE is set, plain otherwise",
+	"MAX_INFLIGHT":                   "a quarter of BIGSEG_MAX_CONNS may run lookups at once: set that (to 4 x %s) instead",
+	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
+	"MAX_BODY_BYTES":                 "a batch's body holds BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES and their JSON punctuation: set those instead",
+	"SHUTDOWN_TIMEOUT":               "after BIGSEG_SHUTDOWN_DELAY, in-flight requests get BIGSEG_WRITE_TIMEOUT to finish, as long as any may take: set that (to %s, if it still holds a lookup) instead",
+	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
 // serviceLink matches the variables Kubernetes injects for a Service (enableServiceLinks).
@@ -273,29 +313,19 @@ func (c config) validate() error {
 
 // noStore refuses a configuration with no store: served, it would answer "no membership" for
 // every context while healthy and ready.
-const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS " +
+const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
 	"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store"
 
 // validateTimeouts refuses timeouts that cannot hold together. A response must be written
 // within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
-// all: a batch's body, its wait for a slot and its lookup must fit in it. A body must arrive
-// within READ_TIMEOUT too, else it is cut off without the 408 that BODY_READ_TIMEOUT gives.
+// all: a batch's body, its wait for a slot and its lookup must fit in it.
 func (c config) validateTimeouts() []error {
-	var errs []error
-	names, sum := "BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT", c.LookupTimeout+c.BodyReadTimeout
-	values := fmt.Sprintf("%s + %s", c.LookupTimeout, c.BodyReadTimeout)
-	if c.MaxInflight > 0 {
-		names, sum, values = names+" + BIGSEG_SHED_WAIT", sum+c.ShedWait, values+" + "+c.ShedWait.String()
+	// In seconds, as floats: a sum of durations near their limit would wrap round to a small one.
+	if sum := c.LookupTimeout.Seconds() + c.BodyReadTimeout.Seconds() + c.ShedWait.Seconds(); sum >= c.WriteTimeout.Seconds() {
+		return []error{fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot) (%s + %s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			c.LookupTimeout, c.BodyReadTimeout, c.ShedWait, c.WriteTimeout)}
 	}
-	if sum >= c.WriteTimeout {
-		errs = append(errs, fmt.Errorf("%s (%s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
-			names, values, c.WriteTimeout))
-	}
-	if c.BodyReadTimeout >= c.ReadTimeout {
-		errs = append(errs, fmt.Errorf("BIGSEG_BODY_READ_TIMEOUT (%s) must be less than BIGSEG_READ_TIMEOUT (%s), which cuts a body off without an answer",
-			c.BodyReadTimeout, c.ReadTimeout))
-	}
-	return errs
+	return nil
 }
 
 // rangeCheck is one numeric setting's bound: bad when the value is outside it.
@@ -314,32 +344,14 @@ func (c config) rangeChecks() []rangeCheck {
 		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
 		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
 		{"LOOKUP_TIMEOUT", c.LookupTimeout <= 0, "must be positive"},
-		{"REDIS_DIAL_TIMEOUT", c.RedisDialTimeout <= 0, "must be positive"},
-		{"REDIS_READ_TIMEOUT", c.RedisReadTimeout <= 0, "must be positive"},
-		{"REDIS_WRITE_TIMEOUT", c.RedisWriteTimeout <= 0, "must be positive"},
-		{"REDIS_MAX_RETRIES", c.RedisMaxRetries < 0, "must not be negative"},
-		{"REDIS_POOL_SIZE", c.RedisPoolSize < 0, "must not be negative"},
 		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
 		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
-		{"MAX_BATCH_REFS", c.MaxBatchRefs <= 0, "must be positive"},
-		{"MAX_BODY_BYTES", c.MaxBodyBytes <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
-		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, "must be at least BIGSEG_MAX_BODY_BYTES"},
-		{"MAX_INFLIGHT", c.MaxInflight < 0, "must not be negative"},
-		{"SHED_WAIT", c.ShedWait <= 0, "must be positive"},
+		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, fmt.Sprintf("must be at least the largest body, %d bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)", c.MaxBodyBytes)},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
-		{"MAX_STREAMS", c.MaxStreams < 0, "must not be negative"},
-		{"RESP_MAX_CONNS", c.RESPMaxConns <= 0, "must be positive"},
-		{"RESP_IDLE_TIMEOUT", c.RESPIdleTimeout < 0, "must not be negative"},
-		{"RESP_READ_TIMEOUT", c.RESPReadTimeout <= 0, "must be positive"},
-		{"READ_HEADER_TIMEOUT", c.ReadHeaderTimeout <= 0, "must be positive"},
-		{"READ_TIMEOUT", c.ReadTimeout <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
-		{"IDLE_TIMEOUT", c.IdleTimeout <= 0, "must be positive"},
-		{"MAX_HEADER_BYTES", c.MaxHeaderBytes < 1024, "must be at least 1024"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
-		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 	}
 }
 
@@ -417,9 +429,6 @@ func (c config) validateTLS() []error {
 	}
 	if c.MetricsTLS && (c.TLSCertFile == "" || c.MetricsAddr == "") {
 		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
-	}
-	if c.RESPTLS && (c.TLSCertFile == "" || c.RESPAddr == "") {
-		errs = append(errs, errors.New("BIGSEG_RESP_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_RESP_ADDR"))
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ func TestDefaultIsValid(t *testing.T) {
 // served, it would answer "no membership" for everyone while healthy and ready.
 func TestNoStoreIsRefused(t *testing.T) {
 	code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"})
-	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS",
-		"BIGSEG_REDIS_SENTINEL_ADDRS", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
+	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL",
+		"BIGSEG_REDIS_SENTINEL_URL", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
 		if code != 1 || !strings.Contains(stderr, want) {
 			t.Errorf("no store: exit %d, stderr %q; want exit 1 and a message naming %s", code, stderr, want)
 		}
@@ -31,13 +32,13 @@ func TestNoStoreIsRefused(t *testing.T) {
 func TestValidateNamesTheVariables(t *testing.T) {
 	c := defaultConfig()
 	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
-	c.RedisURL, c.RedisClusterAddrs = "redis://127.0.0.1:6379", []string{"127.0.0.1:7000"}
+	c.RedisURL, c.RedisClusterURL = "redis://127.0.0.1:6379", "redis://127.0.0.1:7000"
 	err := c.validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"BIGSEG_CACHE_SIZE: must not be negative", "BIGSEG_MAX_CONNS: must be positive",
-		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_ADDRS are set"} {
+		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -52,11 +53,11 @@ func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "16s"},
-			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + BIGSEG_SHED_WAIT (16s + 2s + 250ms) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
-		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "10s", "BIGSEG_WRITE_TIMEOUT": "12s", "BIGSEG_MAX_INFLIGHT": "0"},
-			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (10s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
-		{map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m"},
-			"BIGSEG_BODY_READ_TIMEOUT (20s) must be less than BIGSEG_READ_TIMEOUT (15s)"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot) (16s + 2s + 4s) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "8s", "BIGSEG_WRITE_TIMEOUT": "12s"},
+			"(8s + 2s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "9223372035s"}, // a sum past time.Duration's limit
+			"must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
 	} {
 		env := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_SEED_FILE": emptySeedFile}
 		for k, v := range tt.env {
@@ -179,5 +180,26 @@ func TestHelpExitsZero(t *testing.T) {
 		if code, _, _ := runToExit(t, nil, args...); code != 1 {
 			t.Errorf("%v: exit %d, want 1", args, code)
 		}
+	}
+}
+
+// The limits that are no settings of their own follow from the settings they derive from.
+func TestDerivedLimits(t *testing.T) {
+	c, err := configOf(map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "3s", "BIGSEG_MAX_CONNS": "100", "BIGSEG_LOOKUP_TIMEOUT": "2s", "BIGSEG_MAX_BATCH": "50", "BIGSEG_MAX_KEY_BYTES": "100",
+		"BIGSEG_LOG_LEVEL": "DEBUG"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.ShedWait, c.MaxBatchRefs, c.AccessLog, c.MaxInflight, c.MaxStreams, c.MaxBodyBytes}
+	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 500 * time.Millisecond, 5000, true, 25, 50, int64(50*124 + 1024)}
+	c.TLSCertFile = "cert.pem"
+	if c.derive(); !c.RESPTLS {
+		t.Error("the Redis-protocol listener plain beside HTTPS")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("derived %v, want %v", got, want)
+	}
+	if c := defaultConfig(); c.AccessLog {
+		t.Error("requests logged at info level")
 	}
 }

@@ -203,15 +203,9 @@ func TestDynamoDBEnvironments(t *testing.T) {
 // The DynamoDB settings: the table beside a Redis setting is refused, naming both; the
 // default prefix with DynamoDB is none, and BIGSEG_PREFIX still sets one.
 func TestDynamoDBSettings(t *testing.T) {
-	for _, redisVar := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS", "BIGSEG_REDIS_SENTINEL_ADDRS"} {
-		val := "127.0.0.1:6379"
-		if redisVar == "BIGSEG_REDIS_URL" {
-			val = "redis://127.0.0.1:6379"
-		}
-		env := map[string]string{"BIGSEG_DYNAMODB_TABLE": "bigseg", redisVar: val, "BIGSEG_REDIS_SENTINEL_MASTER": "m"}
-		if redisVar != "BIGSEG_REDIS_SENTINEL_ADDRS" {
-			delete(env, "BIGSEG_REDIS_SENTINEL_MASTER")
-		}
+	for redisVar, val := range map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:6379",
+		"BIGSEG_REDIS_CLUSTER_URL": "redis://127.0.0.1:7000", "BIGSEG_REDIS_SENTINEL_URL": "redis://127.0.0.1:26379?master_name=m"} {
+		env := map[string]string{"BIGSEG_DYNAMODB_TABLE": "bigseg", redisVar: val}
 		want := "BIGSEG_DYNAMODB_TABLE and " + redisVar + " are both set"
 		if _, err := configOf(env); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s beside the table: %v, want %q", redisVar, err, want)

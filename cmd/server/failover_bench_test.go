@@ -21,7 +21,7 @@ func BenchmarkClusterMasterDown(b *testing.B) {
 	prefix := "bigsegbench"
 	seedCluster(b, cluster.Client(b), prefix)
 	p := startProcess(b, map[string]string{
-		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_REDIS_CLUSTER_URL": "redis://" + cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
 		"BIGSEG_LOG_LEVEL": "info",
 	})
 	pinned := pin(b, p.cmd.Process.Pid, "0") && pin(b, os.Getpid(), "1")

@@ -158,7 +158,7 @@ func TestClusterFailover(t *testing.T) {
 	prefix := "bigsegfailover"
 	seedCluster(t, cluster.Client(t), prefix)
 	srv := start(t, map[string]string{
-		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_REDIS_CLUSTER_URL": "redis://" + cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
 		"BIGSEG_LOG_LEVEL": "info",
 	})
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -235,7 +235,7 @@ func TestClusterMasterDownCostsOnlyItsContexts(t *testing.T) {
 	prefix := "bigsegnodedown"
 	seedCluster(t, cluster.Client(t), prefix)
 	srv := start(t, map[string]string{
-		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_REDIS_CLUSTER_URL": "redis://" + cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
 		"BIGSEG_LOG_LEVEL": "info",
 	})
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -289,7 +289,7 @@ func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
 	prefix := "bigseghung"
 	seedCluster(t, cluster.Client(t), prefix)
 	srv := startProcess(t, map[string]string{
-		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_REDIS_CLUSTER_URL": "redis://" + cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
 	})
 	hc := &http.Client{Timeout: 5 * time.Second}
 	defer hc.CloseIdleConnections()
@@ -356,8 +356,8 @@ func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
 	prefix := "bigsegpause"
 	seedCluster(t, cluster.Client(t), prefix)
 	srv := startProcess(t, map[string]string{
-		"BIGSEG_REDIS_CLUSTER_ADDRS": cluster.Addrs()[0], "BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_SIZE": "0",
-		"BIGSEG_REDIS_READ_TIMEOUT": readTimeout.String(), "BIGSEG_LOOKUP_TIMEOUT": (2 * readTimeout).String(),
+		"BIGSEG_REDIS_CLUSTER_URL": "redis://" + cluster.Addrs()[0] + "?read_timeout=" + readTimeout.String(),
+		"BIGSEG_PREFIX":            prefix, "BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": (2 * readTimeout).String(),
 		"BIGSEG_STORE_READS_IN_FLIGHT": "64",
 	})
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}

@@ -22,13 +22,13 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// faultEnv is the configuration of the fault tests: short timeouts and polls, so that faults
-// show quickly.
+// faultEnv is the configuration of the fault tests: short timeouts (in the URL, unless it
+// has parameters of its own) and polls, so that faults show quickly.
 func faultEnv(url string, extra ...string) map[string]string {
-	env := map[string]string{
-		"BIGSEG_REDIS_URL": url, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
-		"BIGSEG_REDIS_DIAL_TIMEOUT": "200ms", "BIGSEG_REDIS_READ_TIMEOUT": "200ms", "BIGSEG_REDIS_WRITE_TIMEOUT": "200ms",
+	if !strings.Contains(url, "?") {
+		url += "?dial_timeout=200ms&read_timeout=200ms&write_timeout=200ms"
 	}
+	env := map[string]string{"BIGSEG_REDIS_URL": url, "BIGSEG_STATUS_POLL_INTERVAL": "100ms"}
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]
 	}
@@ -172,7 +172,7 @@ func TestSlowRedis(t *testing.T) {
 	seedUsers(t, c, 10)
 	// A read timeout long enough that all 200 requests arrive while the first read waits, and
 	// short enough that a second read, if any, still fails inside the 5 s pause.
-	srv := start(t, faultEnv(rs.URL(), "BIGSEG_REDIS_MAX_RETRIES", "0", "BIGSEG_REDIS_READ_TIMEOUT", "1s"))
+	srv := start(t, faultEnv(rs.URL()+"?dial_timeout=200ms&write_timeout=200ms&read_timeout=1s&max_retries=-1"))
 	ask(http.DefaultClient, srv.URL+"/memberships/user-1")
 	baseline := srv.value(t, "go_goroutines")
 	readsBefore := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
@@ -240,7 +240,7 @@ func TestWrongDataInRedis(t *testing.T) {
 }
 
 func TestSlowClientsAndBigHeaders(t *testing.T) {
-	srv := start(t, map[string]string{"BIGSEG_READ_HEADER_TIMEOUT": "200ms", "BIGSEG_MAX_HEADER_BYTES": "4096"})
+	srv := start(t, map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "100ms"}) // headers: 200ms
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	// A client that never finishes its headers is cut off.
@@ -257,23 +257,23 @@ func TestSlowClientsAndBigHeaders(t *testing.T) {
 
 	// Oversized headers are refused.
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/memberships/alice", nil)
-	req.Header.Set("X-Big", strings.Repeat("a", 8192))
+	req.Header.Set("X-Big", strings.Repeat("a", 24<<10))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("8 KiB header with a 4 KiB limit: %d", resp.StatusCode)
+		t.Errorf("a 24 KiB header with the 16 KiB limit: %d", resp.StatusCode)
 	}
 	// Go's server reads 4096 bytes past the limit before it refuses (docs/configuration.md).
-	req.Header.Set("X-Big", strings.Repeat("a", 6000))
+	req.Header.Set("X-Big", strings.Repeat("a", 18000))
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a 6,000-byte header with a 4 KiB limit, within Go's 4 KiB of slack: %d", resp.StatusCode)
+		t.Errorf("an 18,000-byte header with the 16 KiB limit, within Go's 4 KiB of slack: %d", resp.StatusCode)
 	}
 	// Malformed request lines are refused by Go's server, in plain text.
 	for _, line := range []string{"GET /memberships/%zz HTTP/1.1", "GET /memberships/a b HTTP/1.1", "GET /livez HTTP/9.9"} {
@@ -310,7 +310,7 @@ func TestTokensAndMetricsListener(t *testing.T) {
 	writeFile(t, tokens, "# bigseg callers\nsecret-token-a\n\n  secret-token-b  \n")
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	srv := start(t, map[string]string{"BIGSEG_API_TOKENS_FILE": tokens, "BIGSEG_METRICS_ADDR": metricsAddr,
-		"BIGSEG_ACCESS_LOG": "true", "BIGSEG_SEED_FILE": "../../examples/memberships.json"})
+		"BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SEED_FILE": "../../examples/memberships.json"}) // every request logged
 	if resp, _ := srv.get(t, "/memberships/alice"); resp.StatusCode != 401 {
 		t.Errorf("lookup without a token: %d", resp.StatusCode)
 	}
@@ -380,8 +380,8 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 	seedUsers(t, c, 100)
 	// Redis's own timeouts and retries would let a lookup outlast the pause; the poll interval
 	// is long so that the poller does not find the pause first (lookups would then fail fast).
-	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL(), "BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h",
-		"BIGSEG_REDIS_READ_TIMEOUT": "2s", "BIGSEG_REDIS_MAX_RETRIES": "2", "BIGSEG_LOOKUP_TIMEOUT": "300ms"})
+	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL() + "?read_timeout=2s&max_retries=2", "BIGSEG_CACHE_SIZE": "0",
+		"BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "300ms"})
 	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 200 {
 		t.Fatalf("before the pause: %+v", a)
 	}
@@ -422,8 +422,8 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 // clients trickling their bodies a byte at a time, other clients' lookups and batches are
 // answered, and the slow ones get a 408 once their body read times out.
 func TestSlowBodiesTakeNoLookupSlots(t *testing.T) {
-	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_INFLIGHT": "2",
-		"BIGSEG_SHED_WAIT": "10ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"})
+	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_CONNS": "40", // 10 lookup slots
+		"BIGSEG_LOOKUP_TIMEOUT": "40ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"}) // a slot waited for 10 ms at most
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	const slow = 20
 	codes := make(chan string, slow)

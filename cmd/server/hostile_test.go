@@ -26,17 +26,17 @@ import (
 // The settings of the hostile-client test: small, so that the bounds they imply are tight.
 const (
 	hostileMaxConns     = 300
-	hostileMaxStreams   = 50
-	hostileMaxInflight  = 16
-	hostileMaxBodyBytes = 64 << 10
+	hostileMaxStreams   = hostileMaxConns / 2 // the server's, derived
+	hostileMaxInflight  = hostileMaxConns / 4
+	hostileMaxBodyBytes = 200*(300+24) + 1024 // the server's, of MAX_BATCH 200 keys of MAX_KEY_BYTES 300: about 64 KiB
 	hostileBodyMemory   = 4 * hostileMaxBodyBytes
-	hostileHeaderBytes  = 16 << 10
-	hostileBigRefs      = 5000 // refs of the context the amplifying batches ask for
+	hostileHeaderBytes  = 16 << 10 // the server's bound
+	hostileBigRefs      = 5000     // refs of the context the amplifying batches ask for
 )
 
 // TestHostileClients runs the real program as a process and attacks it, all at once and for a
 // few seconds, the ways a hostile client can: made-up methods, bodies sent a byte at a time,
-// far more status streams than allowed, batches that ask for one huge context a thousand
+// far more status streams than allowed, batches that ask for one huge context 200
 // times, and a flood of connections that send nothing. Meanwhile a well-behaved client keeps
 // looking up. Its lookups must all succeed, and what the process holds (memory, goroutines,
 // file descriptors, metric series) must stay within bounds that follow from the settings.
@@ -46,11 +46,10 @@ func TestHostileClients(t *testing.T) {
 	}
 	p := startProcess(t, map[string]string{
 		"BIGSEG_SEED_FILE": hostileSeed(t), "BIGSEG_LOG_LEVEL": "info",
-		"BIGSEG_MAX_CONNS": strconv.Itoa(hostileMaxConns), "BIGSEG_MAX_STREAMS": strconv.Itoa(hostileMaxStreams),
-		"BIGSEG_MAX_INFLIGHT": strconv.Itoa(hostileMaxInflight), "BIGSEG_SHED_WAIT": "100ms",
-		"BIGSEG_MAX_BODY_BYTES": strconv.Itoa(hostileMaxBodyBytes), "BIGSEG_BODY_READ_TIMEOUT": "1s",
-		"BIGSEG_READ_HEADER_TIMEOUT": "2s", "BIGSEG_MAX_BATCH_REFS": "20000",
-		"BIGSEG_BODY_MEMORY_BYTES": strconv.Itoa(hostileBodyMemory), "BIGSEG_MAX_HEADER_BYTES": strconv.Itoa(hostileHeaderBytes),
+		"BIGSEG_MAX_CONNS":      strconv.Itoa(hostileMaxConns),           // streams and lookup slots follow
+		"BIGSEG_LOOKUP_TIMEOUT": "400ms",                                 // a slot waited for 100 ms at most
+		"BIGSEG_MAX_KEY_BYTES":  "300", "BIGSEG_BODY_READ_TIMEOUT": "1s", // headers: 2s
+		"BIGSEG_MAX_BATCH": "200", "BIGSEG_BODY_MEMORY_BYTES": strconv.Itoa(hostileBodyMemory), // 20,000 refs an answer
 	})
 	addr := strings.TrimPrefix(p.URL, "http://")
 	good := newGoodClient(p.URL)
@@ -296,10 +295,10 @@ func holdStream(ctx context.Context, addr string) {
 	}
 }
 
-// amplifyingBatches asks for the huge context a thousand times in one batch of a few KB, and
-// for it a few times (an answer under the limit, streamed).
+// amplifyingBatches asks for the huge context 200 times in one batch of a few KB, and for it
+// a few times (an answer under the limit, streamed).
 func amplifyingBatches(ctx context.Context, addr string) {
-	keys := make([]string, 1000)
+	keys := make([]string, 200)
 	for i := range keys {
 		keys[i] = "huge"
 	}
@@ -512,9 +511,8 @@ func watchPeaks(ctx context.Context, t *testing.T, p *process, good *goodClient,
 }
 
 // TestStreamsCannotTakeEveryConnection opens twice as many status streams as there are
-// connection slots, with BIGSEG_MAX_STREAMS at its default, far above them. An open stream is a
-// connection in use, which the limit never closes to make room, so streams are held to half
-// of BIGSEG_MAX_CONNS: a new client is still answered.
+// connection slots. An open stream is a connection in use, which the limit never closes to make
+// room, so streams are held to half of BIGSEG_MAX_CONNS: a new client is still answered.
 func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
@@ -524,7 +522,6 @@ func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() }) // after the process is killed, which ends every stream
 	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots)})
-	p.logs.wait(t, "BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection")
 	addr := strings.TrimPrefix(p.URL, "http://")
 	before := p.holdings(t)
 	for range 2 * slots {
@@ -558,11 +555,11 @@ func TestOpenConnectionsGauge(t *testing.T) {
 	}
 }
 
-// TestStreamsHeldToHalfTheConnections: with BIGSEG_MAX_STREAMS above half of BIGSEG_MAX_CONNS,
-// half the connections may hold streams, and a stream beyond them is refused.
+// TestStreamsHeldToHalfTheConnections: half of BIGSEG_MAX_CONNS may hold streams, and a stream
+// beyond them is refused.
 func TestStreamsHeldToHalfTheConnections(t *testing.T) {
 	const slots = 20
-	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots), "BIGSEG_MAX_STREAMS": "15"})
+	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots)})
 	addr := strings.TrimPrefix(p.URL, "http://")
 	for i := range slots / 2 {
 		if code := openStream(t, addr); code != http.StatusOK {

@@ -37,7 +37,7 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 		return err
 	}
 	if !cfg.hasRedis() && !cfg.hasDynamoDB() {
-		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_ADDRS, BIGSEG_REDIS_SENTINEL_ADDRS or BIGSEG_DYNAMODB_TABLE")
+		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL or BIGSEG_DYNAMODB_TABLE")
 	}
 	f, err := fixture.ReadFileContext(ctx, file, fixture.WithProgress(fileProgress(stderr, now, file)))
 	if err != nil {

@@ -56,7 +56,7 @@ func TestOTelCollectorFaults(t *testing.T) {
 				p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, protocol), protocol,
 					"OTEL_EXPORTER_OTLP_TIMEOUT", "1000", "OTEL_BSP_EXPORT_TIMEOUT", "1000", "OTEL_BSP_MAX_QUEUE_SIZE", "64",
 					"OTEL_METRIC_EXPORT_TIMEOUT", "1000",
-					"BIGSEG_CACHE_SIZE", "0", "BIGSEG_SHUTDOWN_TIMEOUT", otelShutdownTimeout.String())))
+					"BIGSEG_CACHE_SIZE", "0", "BIGSEG_WRITE_TIMEOUT", otelShutdownTimeout.String())))
 				ok, failed, failure := otelLoad(p.URL, 8, 150)
 				if failed > 0 || ok != 8*150 {
 					t.Errorf("%d of %d lookups answered, %d failed, e.g. %s", ok, 8*150, failed, failure)
@@ -164,7 +164,7 @@ func TestOTelShutdownFlushesAndMetrics(t *testing.T) {
 			_, redisURL := otelRedis(t, 1)
 			p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, protocol), protocol,
 				"OTEL_BSP_SCHEDULE_DELAY", "600000", "OTEL_METRIC_EXPORT_INTERVAL", "600000",
-				"BIGSEG_SHUTDOWN_TIMEOUT", otelShutdownTimeout.String())))
+				"BIGSEG_WRITE_TIMEOUT", otelShutdownTimeout.String())))
 			client := &http.Client{Timeout: 10 * time.Second}
 			tp, traceID, _ := traceparent(true)
 			if code, body := otelGet(t, client, p.URL, keyPath(otelKey(0)), "traceparent", tp); code != 200 {

@@ -24,11 +24,11 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// otelShutdownTimeout is BIGSEG_SHUTDOWN_TIMEOUT in these tests, and otelExitBound the bound
+// otelShutdownTimeout is BIGSEG_WRITE_TIMEOUT in these tests (the shutdown's bound), and otelExitBound the bound
 // the process must exit within after SIGTERM: the timeout (within which the exporters flush),
 // plus a generous slack for a loaded machine and the race detector.
 const (
-	otelShutdownTimeout = 3 * time.Second
+	otelShutdownTimeout = 4 * time.Second // more than a lookup, its body and its wait for a slot
 	otelExitBound       = otelShutdownTimeout + 20*time.Second
 )
 
@@ -225,7 +225,7 @@ func TestOTelSampler(t *testing.T) {
 	_, redisURL := otelRedis(t, 8)
 	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "http/protobuf"), "http/protobuf",
 		"OTEL_TRACES_SAMPLER", "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG", "0",
-		"BIGSEG_SHUTDOWN_TIMEOUT", otelShutdownTimeout.String())))
+		"BIGSEG_WRITE_TIMEOUT", otelShutdownTimeout.String())))
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	for i := range 3 {
@@ -264,9 +264,8 @@ func TestOTelBatchAndSharedReads(t *testing.T) {
 	recv := startReceiver(t)
 	const n = 200
 	rs, redisURL := otelRedis(t, n)
-	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "grpc"), "grpc",
-		"BIGSEG_STORE_READS_IN_FLIGHT", "1", "BIGSEG_LOOKUP_TIMEOUT", "10s",
-		"BIGSEG_REDIS_READ_TIMEOUT", "10s", "BIGSEG_REDIS_WRITE_TIMEOUT", "10s")))
+	p := startProcess(t, otelServerEnv(redisURL+"?read_timeout=10s&write_timeout=10s", otelVars(otelEndpoint(recv, "grpc"), "grpc",
+		"BIGSEG_STORE_READS_IN_FLIGHT", "1", "BIGSEG_LOOKUP_TIMEOUT", "10s")))
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -400,7 +399,7 @@ func TestOTelNothingDialled(t *testing.T) {
 			}
 			_, redisURL := otelRedis(t, 2)
 			env := otelServerEnv(redisURL, tc.env(otelEndpoint(recv, "http/protobuf")))
-			env["BIGSEG_SHUTDOWN_TIMEOUT"] = otelShutdownTimeout.String()
+			env["BIGSEG_WRITE_TIMEOUT"] = otelShutdownTimeout.String()
 			p := startProcess(t, env)
 			client := &http.Client{Timeout: 10 * time.Second}
 			defer client.CloseIdleConnections()

@@ -70,8 +70,8 @@ func largeAnswersUnread(t *testing.T, refs []any, readers int) {
 	for _, r := range refs {
 		answerBytes += len(r.(string)) + 16
 	}
-	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix,
-		"BIGSEG_LOG_LEVEL": "info", "BIGSEG_CACHE_TTL": "1h", "BIGSEG_REDIS_READ_TIMEOUT": "10s", "BIGSEG_LOOKUP_TIMEOUT": "10s"}))
+	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": withParams(redistest.URL(t), "read_timeout=10s"), "BIGSEG_PREFIX": prefix,
+		"BIGSEG_LOG_LEVEL": "info", "BIGSEG_CACHE_TTL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "10s"}))
 	addr := respAddr(t, p.logs)
 	scraper := newGoodClient(p.URL)
 	good := respClient(t, addr, goredis.Options{ReadTimeout: 10 * time.Second})

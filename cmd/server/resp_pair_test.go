@@ -119,9 +119,8 @@ func TestRESPPairFromOneSlowRead(t *testing.T) {
 	c.Set(ctx, cursorKey(prefix), "v1", 0)
 	const delay = 550 * time.Millisecond
 	proxy := newSlowProxy(t, c.Options().Addr, delay, keys.include("alice"))
-	srv := start(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": proxy.URL(), "BIGSEG_PREFIX": prefix,
-		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m", "BIGSEG_REDIS_READ_TIMEOUT": "20s",
-		"BIGSEG_REDIS_DIAL_TIMEOUT": "20s", "BIGSEG_STATUS_POLL_INTERVAL": "1h"}))
+	srv := start(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": proxy.URL() + "?read_timeout=20s&dial_timeout=20s", "BIGSEG_PREFIX": prefix,
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m", "BIGSEG_STATUS_POLL_INTERVAL": "1h"}))
 	rc := respClient(t, respAddr(t, srv.logs), goredis.Options{PoolSize: 1, ReadTimeout: 30 * time.Second})
 	r := goRedisReads(rc)
 	respPolled(t, r, keys)

@@ -432,14 +432,14 @@ func TestRESPRelayPatch(t *testing.T) {
 	t.Logf("the patch was answered %v after its commit (polls every %v)", took.Round(time.Millisecond), interval)
 }
 
-// TestRESPTLS: with BIGSEG_RESP_TLS the listener speaks TLS with the HTTP listener's
+// TestRESPTLS: with BIGSEG_TLS_CERT_FILE the listener speaks TLS with the HTTP listener's
 // certificate: a rediss:// client that trusts its CA reads, as does redis-cli --tls; a plain
 // client, or one that does not trust the CA, reads nothing.
 func TestRESPTLS(t *testing.T) {
 	files := redistest.NewTLS(t)
 	d := newTLSDir(t, files)
 	srv := start(t, withRESP(map[string]string{"BIGSEG_SEED_FILE": respSeedFile(t, time.Now()), "BIGSEG_PREFIX": "ld-test",
-		"BIGSEG_TLS_CERT_FILE": d.cert, "BIGSEG_TLS_KEY_FILE": d.key, "BIGSEG_RESP_TLS": "true"}))
+		"BIGSEG_TLS_CERT_FILE": d.cert, "BIGSEG_TLS_KEY_FILE": d.key}))
 	addr := respAddr(t, srv.logs)
 	if l := srv.logs.find("Redis-protocol listener"); len(l) != 1 || l[0]["tls"] != true {
 		t.Errorf("start-up log: %v, want tls true", l)
@@ -567,9 +567,8 @@ func TestRESPDrainOnSIGTERM(t *testing.T) {
 	c := rs.Client()
 	seedRedis(t, c, "launchdarkly", respContexts, time.Now())
 	proxy := newHeldProxy(t, rs.Addr(), "smembers")
-	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": proxy.URL(), "BIGSEG_LOG_LEVEL": "info",
-		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m",
-		"BIGSEG_REDIS_READ_TIMEOUT": "20s", "BIGSEG_SHUTDOWN_TIMEOUT": "20s"}))
+	p := startProcess(t, withRESP(map[string]string{"BIGSEG_REDIS_URL": proxy.URL() + "?read_timeout=20s", "BIGSEG_LOG_LEVEL": "info",
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "1h", "BIGSEG_LOOKUP_TIMEOUT": "20s", "BIGSEG_WRITE_TIMEOUT": "1m"}))
 	addr := respAddr(t, p.logs)
 	keys := respKeys{"launchdarkly"}
 	busy := respClient(t, addr, goredis.Options{PoolSize: 1})

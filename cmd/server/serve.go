@@ -197,7 +197,7 @@ type respListener struct {
 }
 
 // listenRESP opens the Redis-protocol listener, under a connection limit of its own, with TLS
-// when BIGSEG_RESP_TLS is set.
+// when HTTP has TLS (cfg.RESPTLS).
 func (a *app) listenRESP(m *metrics.Metrics) error {
 	raw, err := net.Listen("tcp", a.cfg.RESPAddr)
 	if err != nil {
@@ -222,10 +222,6 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 		metricsHandler = nil // served on its own listener only
 	}
 	streams := a.ln.MaxStreams(a.cfg.MaxStreams)
-	if streams < a.cfg.MaxStreams {
-		a.log.Warn("BIGSEG_MAX_STREAMS lowered to half of BIGSEG_MAX_CONNS, so that status streams cannot take every connection",
-			"maxStreams", streams)
-	}
 	return handlers.Config{
 		Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 		MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
@@ -334,7 +330,7 @@ func (a *app) reload() {
 // says "Connection: close" for delay (BIGSEG_SHUTDOWN_DELAY after SIGTERM; none after SIGINT
 // or a listener's failure, and a further signal ends it), while requests are still served;
 // then the listeners close and in-flight requests and commands get up to
-// BIGSEG_SHUTDOWN_TIMEOUT to finish (status streams end at once).
+// BIGSEG_WRITE_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay time.Duration) error {
 	a.svc.Drain()
 	if delay > 0 {

@@ -157,7 +157,7 @@ const emptySeedFile = "testdata/empty.json"
 
 // namesStore says whether env names a store, even as empty (unset).
 func namesStore(env map[string]string) bool {
-	for _, k := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_ADDRS", "BIGSEG_REDIS_SENTINEL_ADDRS",
+	for _, k := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL", "BIGSEG_REDIS_SENTINEL_URL",
 		"BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
 		if _, ok := env[k]; ok {
 			return true
@@ -418,7 +418,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"BIGSEG_SEED_FILE": "/does/not/exist.json"}, "BIGSEG_SEED_FILE"},
 		{map[string]string{"BIGSEG_SEED_FILE": seed}, "bad.json:3: contexts[\"alice\"]"},
 		{map[string]string{"BIGSEG_ADDR": "256.0.0.1:bad"}, "listen"},
-		{map[string]string{"BIGSEG_BODY_MEMORY_BYTES": "1000"}, "BIGSEG_BODY_MEMORY_BYTES: must be at least BIGSEG_MAX_BODY_BYTES"},
+		{map[string]string{"BIGSEG_BODY_MEMORY_BYTES": "1000"}, "BIGSEG_BODY_MEMORY_BYTES: must be at least the largest body, 1049024 bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)"},
 		// Files named by mistake: refused at once, not read without end.
 		{map[string]string{"BIGSEG_API_TOKENS_FILE": "/dev/zero"}, "larger than 1048576 bytes"},
 		{map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_PASSWORD_FILE": "/dev/zero"}, "larger than 1048576 bytes"},
@@ -465,6 +465,9 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	typ, defaults := reflect.TypeFor[config](), reflect.ValueOf(defaultConfig())
 	for i := range typ.NumField() {
 		f := typ.Field(i)
+		if f.Tag.Get("ignored") == "true" {
+			continue // derived, no setting
+		}
 		line := ""
 		for l := range strings.Lines(out.String()) {
 			if strings.HasPrefix(l, "BIGSEG_"+f.Tag.Get("envconfig")+" ") {

@@ -17,9 +17,9 @@ import (
 // several clients the way a load balancer would (until readiness says 503), sends SIGTERM, and
 // checks that no request failed and that the process exited within its shutdown deadline.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
-	const delay, timeout = time.Second, 5 * time.Second
+	const delay, timeout = time.Second, 5 * time.Second // the write timeout bounds the shutdown
 	p := startProcess(t, map[string]string{"BIGSEG_LOG_LEVEL": "info", "BIGSEG_SEED_FILE": "../../examples/memberships.json",
-		"BIGSEG_SHUTDOWN_DELAY": delay.String(), "BIGSEG_SHUTDOWN_TIMEOUT": timeout.String()})
+		"BIGSEG_SHUTDOWN_DELAY": delay.String(), "BIGSEG_WRITE_TIMEOUT": timeout.String()})
 
 	var drained atomic.Bool // readiness said 503: the "load balancer" sends nothing new
 	var ok, failed atomic.Int64
@@ -108,7 +108,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 // the next request on the same connection at once, and never retry.
 func TestDrainingClosesKeepAliveConnections(t *testing.T) {
 	p := startProcess(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_LOG_LEVEL": "info",
-		"BIGSEG_SHUTDOWN_DELAY": "1s", "BIGSEG_SHUTDOWN_TIMEOUT": "5s"})
+		"BIGSEG_SHUTDOWN_DELAY": "1s", "BIGSEG_WRITE_TIMEOUT": "5s"})
 	addr := strings.TrimPrefix(p.URL, "http://")
 	var c keepAliveCounts
 	var wg sync.WaitGroup

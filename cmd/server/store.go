@@ -70,14 +70,14 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 	opts.TracerProvider = tp
 	client, err := redis.NewClient(opts)
 	if err != nil {
-		return openedStore{}, fmt.Errorf("BIGSEG_REDIS_URL: %w", err)
+		return openedStore{}, fmt.Errorf("%s: %w", cfg.redisTopologies()[0], err)
 	}
 	var prefixes []string
 	for _, e := range envs {
 		prefixes = append(prefixes, e.Prefix)
 	}
 	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
-		"tls", opts.TLS != nil, "prefixes", prefixes)
+		"tls", cfg.redisTLS(), "prefixes", prefixes)
 	rs := redis.NewStores(client, prefixes...)
 	stores := make([]segments.Store, len(rs))
 	for i, s := range rs {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,7 +105,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	for _, prefix := range []string{"launchdarkly", "{ld}"} {
 		t.Run(prefix, func(t *testing.T) {
-			env := map[string]string{"BIGSEG_REDIS_CLUSTER_ADDRS": strings.Join(cluster.Addrs()[:1], ","), "BIGSEG_PREFIX": prefix}
+			env := map[string]string{"BIGSEG_REDIS_CLUSTER_URL": "redis://" + cluster.Addrs()[0], "BIGSEG_PREFIX": prefix}
 			if out, err := loadFile(t, env, "--replace", "../../examples/memberships.json"); err != nil {
 				t.Fatalf("load: %v\n%s", err, out)
 			}
@@ -123,7 +125,7 @@ func TestClusterEndToEnd(t *testing.T) {
 
 func TestSentinelEndToEnd(t *testing.T) {
 	set := redistest.StartSentinel(t, "bigseg-master")
-	env := map[string]string{"BIGSEG_REDIS_SENTINEL_ADDRS": set.Sentinel.Addr(), "BIGSEG_REDIS_SENTINEL_MASTER": set.MasterName,
+	env := map[string]string{"BIGSEG_REDIS_SENTINEL_URL": set.URL(),
 		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "50ms"}
 	if out, err := loadFile(t, env, "../../examples/memberships.json"); err != nil {
 		t.Fatalf("load: %v\n%s", err, out)
@@ -202,20 +204,23 @@ func TestRedisConfigConflicts(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_CLUSTER_ADDRS": "b:1"}, "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_ADDRS are set: choose one Redis topology"},
-		{map[string]string{"BIGSEG_REDIS_CLUSTER_ADDRS": "b:1", "BIGSEG_REDIS_SENTINEL_ADDRS": "c:1", "BIGSEG_REDIS_SENTINEL_MASTER": "m"}, "choose one Redis topology"},
-		{map[string]string{"BIGSEG_REDIS_SENTINEL_ADDRS": "c:1"}, "BIGSEG_REDIS_SENTINEL_MASTER: required"},
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_SENTINEL_MASTER": "m"}, "BIGSEG_REDIS_SENTINEL_MASTER is set without"},
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_PASSWORD": "x", "BIGSEG_REDIS_PASSWORD_FILE": pw}, "choose one"},
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://u:hunter2@a:1", "BIGSEG_REDIS_PASSWORD": "x"}, "BIGSEG_REDIS_URL has a password and BIGSEG_REDIS_PASSWORD(_FILE) is set"},
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_TLS_CA_FILE": "/ca.pem"}, "BIGSEG_REDIS_TLS_CA_FILE is set but TLS is off"},
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_TLS_INSECURE_SKIP_VERIFY": "true"}, "INSECURE_SKIP_VERIFY is set but TLS is off"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_CLUSTER_URL": "redis://b:1"}, "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set: choose one Redis topology"},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_URL": "redis://b:1", "BIGSEG_REDIS_SENTINEL_URL": "redis://c:1?master_name=m"}, "choose one Redis topology"},
+		{map[string]string{"BIGSEG_REDIS_SENTINEL_URL": "redis://c:1"}, "BIGSEG_REDIS_SENTINEL_URL: a Sentinel URL names its master: add master_name=<name>"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://u:hunter2@a:1", "BIGSEG_REDIS_PASSWORD_FILE": pw}, "BIGSEG_REDIS_URL has a password and BIGSEG_REDIS_PASSWORD_FILE is set: choose one"},
+		{map[string]string{"BIGSEG_REDIS_SENTINEL_URL": "redis://:hunter2@c:1?master_name=m", "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE": pw}, "BIGSEG_REDIS_SENTINEL_URL has the sentinels' password and BIGSEG_REDIS_SENTINEL_PASSWORD_FILE is set"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE": pw}, "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE is set without BIGSEG_REDIS_SENTINEL_URL"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_TLS_CA_FILE": "/ca.pem"}, "BIGSEG_REDIS_TLS_CA_FILE is set but TLS is off: use a rediss:// URL"},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_URL": "redis://a:1", "BIGSEG_REDIS_TLS_SERVER_NAME": "r"}, "BIGSEG_REDIS_TLS_SERVER_NAME is set but TLS is off"},
 		{map[string]string{"BIGSEG_REDIS_URL": "rediss://a:1", "BIGSEG_REDIS_TLS_CERT_FILE": "/c.pem"}, "go together"},
-		{map[string]string{"BIGSEG_REDIS_PASSWORD": "x"}, "BIGSEG_REDIS_PASSWORD is set but no Redis is"},
-		{map[string]string{"BIGSEG_REDIS_CLUSTER_ADDRS": "nohostport"}, `"nohostport" is not host:port`},
+		{map[string]string{"BIGSEG_REDIS_PASSWORD_FILE": pw}, "BIGSEG_REDIS_PASSWORD_FILE is set but no Redis is"},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_URL": "redis://a:1?addr=nohostport"}, "BIGSEG_REDIS_CLUSTER_URL: redis: unable to parse addr param: nohostport"},
 		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_SEED_FILE": "x.json"}, "BIGSEG_SEED_FILE is for the embedded store"},
 		{map[string]string{"BIGSEG_REDIS_URL": "mysql://u:hunter2@a:1"}, "BIGSEG_REDIS_URL"},
-		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_DIAL_TIMEOUT": "0s"}, "BIGSEG_REDIS_DIAL_TIMEOUT: must be positive"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://u:hunter2@a:1?read_timeout=soon"}, "BIGSEG_REDIS_URL: redis: invalid read_timeout duration"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1?dial_timeout=0"}, "BIGSEG_REDIS_URL: dial_timeout: must be positive"},
+		{map[string]string{"BIGSEG_REDIS_SENTINEL_URL": "redis://c:1?master_name=m&read_timeout=-1s"}, "BIGSEG_REDIS_SENTINEL_URL: read_timeout: must be positive"},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1?pool=3"}, "BIGSEG_REDIS_URL: redis: unexpected option: pool"},
 		{map[string]string{"BIGSEG_REDIS_URL": "rediss://a:1", "BIGSEG_REDIS_TLS_CA_FILE": "/does/not/exist.pem"}, "BIGSEG_REDIS_TLS_CA_FILE"},
 		{map[string]string{"BIGSEG_REDIS_URL": "redis://a:1", "BIGSEG_REDIS_PASSWORD_FILE": "/does/not/exist"}, "BIGSEG_REDIS_PASSWORD_FILE"},
 	}
@@ -263,6 +268,15 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// withParams adds go-redis's parameters to a Redis URL.
+func withParams(url string, params ...string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + strings.Join(params, "&")
+}
+
 // clientOf is the Redis client the program makes with env.
 func clientOf(t *testing.T, env map[string]string) goredis.UniversalClient {
 	t.Helper()
@@ -281,15 +295,74 @@ func clientOf(t *testing.T, env map[string]string) goredis.UniversalClient {
 	return c
 }
 
-// TestMaxRetries: BIGSEG_REDIS_MAX_RETRIES counts retries, and 0 means none. go-redis takes 0
-// as "its default, 3" and -1 as none, and stores none as 0 once the client is made.
-func TestMaxRetries(t *testing.T) {
-	for env, want := range map[string]int{"0": 0, "1": 1, "2": 2} {
-		c := clientOf(t, map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_MAX_RETRIES": env})
-		if got := c.(*goredis.Client).Options().MaxRetries; got != want {
-			t.Errorf("BIGSEG_REDIS_MAX_RETRIES=%s: go-redis MaxRetries %d, want %d", env, got, want)
+// TestRedisURLParameters: the Redis URL's parameters are go-redis's, in every topology, and
+// where a URL names no timeout or retries bigseg's own defaults apply (go-redis's would make a
+// dead Redis look like a hang). max_retries=-1 is none, as go-redis spells it.
+func TestRedisURLParameters(t *testing.T) {
+	type got struct {
+		dial, read, write time.Duration
+		retries, pool, db int
+	}
+	defaults := got{redis.DefaultDialTimeout, redis.DefaultReadTimeout, redis.DefaultWriteTimeout, redis.DefaultMaxRetries, 0, 0}
+	tuned := got{2 * time.Second, 3 * time.Second, 4 * time.Second, 0, 7, 0}
+	const params = "?dial_timeout=2s&read_timeout=3s&write_timeout=4s&max_retries=-1&pool_size=7"
+	for _, tc := range []struct {
+		env  map[string]string
+		want got
+	}{
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1"}, defaults},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1/3" + params}, got{2 * time.Second, 3 * time.Second, 4 * time.Second, 0, 7, 3}},
+		{map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1?max_retries=2"}, got{redis.DefaultDialTimeout, redis.DefaultReadTimeout, redis.DefaultWriteTimeout, 2, 0, 0}},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_URL": "redis://127.0.0.1:1?addr=127.0.0.1:2"}, defaults},
+		{map[string]string{"BIGSEG_REDIS_CLUSTER_URL": "redis://127.0.0.1:1" + params}, tuned},
+		{map[string]string{"BIGSEG_REDIS_SENTINEL_URL": "redis://127.0.0.1:1?master_name=m"}, defaults},
+		{map[string]string{"BIGSEG_REDIS_SENTINEL_URL": "redis://127.0.0.1:1" + params + "&master_name=m&db=2"}, got{2 * time.Second, 3 * time.Second, 4 * time.Second, 0, 7, 2}},
+	} {
+		c := clientOf(t, tc.env)
+		var g got
+		switch c := c.(type) {
+		case *goredis.Client: // standalone and Sentinel (a failover client)
+			o := c.Options()
+			g = got{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, o.DB}
+			if !strings.Contains(fmt.Sprint(tc.env), "pool_size") {
+				g.pool = 0 // go-redis's default, 10 per CPU, filled in
+			}
+		case *goredis.ClusterClient:
+			o := c.Options()
+			g = got{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries, o.PoolSize, 0}
+			if !strings.Contains(fmt.Sprint(tc.env), "pool_size") {
+				g.pool = 0
+			}
+		default:
+			t.Fatalf("%v: a %T", tc.env, c)
+		}
+		g.retries = max(g.retries, 0) // none: the cluster client keeps go-redis's -1, the others 0
+		if g != tc.want {
+			t.Errorf("%v: %+v, want %+v", tc.env, g, tc.want)
 		}
 		c.Close()
+	}
+}
+
+// The settings that went are refused, each with what replaces it, its value in the message
+// where it is no secret.
+func TestRemovedSettingsSayWhatReplacesThem(t *testing.T) {
+	for env, want := range map[string]string{
+		"BIGSEG_REDIS_READ_TIMEOUT=2s":       "BIGSEG_REDIS_READ_TIMEOUT is gone: put read_timeout=2s in the Redis URL",
+		"BIGSEG_REDIS_MAX_RETRIES=0":         "BIGSEG_REDIS_MAX_RETRIES is gone: put max_retries=0 in the Redis URL (-1 for none)",
+		"BIGSEG_REDIS_DB=2":                  "redis://host:6379/2 (or db=2 as a parameter)",
+		"BIGSEG_REDIS_CLUSTER_ADDRS=a:1,b:1": "BIGSEG_REDIS_CLUSTER_URL=redis://host1:port?addr=host2:port&addr=host3:port (the addresses were a:1,b:1)",
+		"BIGSEG_REDIS_PASSWORD=hunter2":      "BIGSEG_REDIS_PASSWORD is gone: put it in the file BIGSEG_REDIS_PASSWORD_FILE names",
+	} {
+		err := unknownVariables([]string{env})
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v, want %q", env, err, want)
+		}
+	}
+	for name := range removed {
+		if slices.Contains(variables(), varPrefix+"_"+name) {
+			t.Errorf("%s is both a setting and removed", name)
+		}
 	}
 }
 
@@ -352,5 +425,20 @@ func TestRedisTLSServerNameIPv6(t *testing.T) {
 			t.Errorf("%s: TLS server name %v, want %q", url, tc, want)
 		}
 		c.Close()
+	}
+}
+
+// Every removed setting is in docs/configuration.md's list of them.
+func TestRemovedSettingsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "## Removed settings")
+	section, _, _ = strings.Cut(section, configMarker)
+	for name := range removed {
+		if !strings.Contains(section, "`"+varPrefix+"_"+name+"`") {
+			t.Errorf("docs/configuration.md does not list %s_%s among the removed settings", varPrefix, name)
+		}
 	}
 }

@@ -311,7 +311,7 @@ func testSDKStatusFollowsBigseg(t *testing.T, d deployment) {
 			}
 		}
 		write("alice-1", "alice-2")
-		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redis.URL(), serve, "BIGSEG_REDIS_DIAL_TIMEOUT=200ms")
+		bigseg := mustStartBigseg(t, "BIGSEG_REDIS_URL="+redis.URL()+"?dial_timeout=200ms", serve)
 		client := sdkClientOf(t, d.store(bigseg.URL, ""), ldlogtest.NewMockLog())
 		waitAvailable(t, client, true)
 		if got := evaluate(t, client, "alice-1", ""); got != healthy {

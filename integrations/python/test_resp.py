@@ -146,7 +146,7 @@ def test_store_error_while_redis_down(open_store, redis_server, bigseg):
     layout.set_synchronized_now()
     for key in ("alice-1", "alice-2"):
         layout.set_membership(ldstore.hash_of(key), [REF])
-    p = bigseg(BIGSEG_REDIS_URL=r.url, BIGSEG_REDIS_DIAL_TIMEOUT="200ms")
+    p = bigseg(BIGSEG_REDIS_URL=r.url + "?dial_timeout=200ms")
     store = open_store(p.url())
     h1, h2, h3 = (ldstore.hash_of(k) for k in ("alice-1", "alice-2", "alice-3"))
     assert ldstore.sdk_view(store.last_up_to_date(), store.membership(h1)) == ({REF: True}, "HEALTHY")

@@ -50,6 +50,16 @@ func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
 	return c
 }
 
+// URL is the cluster's URL as bigseg takes it (go-redis's ParseClusterURL): its first node's
+// address, the others as addr parameters, then params ("read_timeout=1s", ...).
+func (c *Cluster) URL(params ...string) string {
+	u := "redis://" + c.Nodes[0].Addr() + "?"
+	for _, n := range c.Nodes[1:] {
+		params = append(params, "addr="+n.Addr())
+	}
+	return u + strings.Join(params, "&")
+}
+
 // Addrs are the nodes' host:port addresses.
 func (c *Cluster) Addrs() []string {
 	var out []string

@@ -50,6 +50,12 @@ func StartSentinel(t testing.TB, masterName string) *SentinelSet {
 }
 
 // MasterAddr asks the sentinel which server is the master now.
+// URL is the set's URL as bigseg takes it (go-redis's ParseFailoverURL): the sentinel's
+// address and the master's name, then params ("read_timeout=1s", ...).
+func (s *SentinelSet) URL(params ...string) string {
+	return "redis://" + s.Sentinel.Addr() + "?" + strings.Join(append([]string{"master_name=" + s.MasterName}, params...), "&")
+}
+
 func (s *SentinelSet) MasterAddr(t testing.TB) string {
 	t.Helper()
 	sc := goredis.NewSentinelClient(&goredis.Options{Addr: s.Sentinel.Addr()})

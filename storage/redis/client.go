@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults of a client's timeouts and retries. go-redis's own (5 s to dial, 5 dial attempts,
-// 3 s to read, 3 retries) would make a dead Redis look like a hang; a lookup's own timeout
-// bounds whatever these add up to.
+// Defaults of a client's timeouts and retries, where its URL names none. go-redis's own (5 s
+// to dial, 5 dial attempts, 3 s to read, 3 retries) would make a dead Redis look like a hang;
+// a lookup's own timeout bounds whatever these add up to.
 const (
 	DefaultDialTimeout  = time.Second
 	DefaultReadTimeout  = 500 * time.Millisecond
@@ -41,24 +41,23 @@ const (
 	Sentinel   = "sentinel"
 )
 
-// ClientOptions say which Redis to read, and how. Exactly one of URL, ClusterAddrs and
-// SentinelAddrs is set.
+// ClientOptions say which Redis to read, and how. Exactly one of URL, ClusterURL and
+// SentinelURL is set, each in go-redis's syntax for its topology (ParseURL, ParseClusterURL,
+// ParseFailoverURL): the URL names the user, password, database, TLS (rediss://) and its
+// skip_verify, and go-redis's options as parameters (dial_timeout, read_timeout,
+// write_timeout, max_retries, pool_size, ...). Where it names no timeout or retries, the
+// defaults above apply.
 type ClientOptions struct {
-	URL            string   // standalone: redis://, rediss:// or unix://
-	ClusterAddrs   []string // Redis Cluster: seed host:port addresses
-	SentinelAddrs  []string // Sentinel: the sentinels' host:port addresses
-	SentinelMaster string
+	URL         string // standalone: redis://, rediss:// or unix://
+	ClusterURL  string // Redis Cluster: redis://seed:6379?addr=seed2:6379&addr=...
+	SentinelURL string // Sentinel: redis://sentinel:26379?addr=...&master_name=mymaster
 
-	// Username, Password and DB win over the URL's only where the URL is silent.
-	Username, Password, SentinelPassword string
-	DB                                   int
-	// TLS is nil for plain connections. Its ServerName, when empty, is the host of the URL
-	// (standalone) or of each address dialled.
+	// Password (of the user the URL names; with Sentinel, the master's) and SentinelPassword
+	// (the sentinels' own), as read from files; each only where the URL has none.
+	Password, SentinelPassword string
+	// TLS, when the URL is rediss://, gives its CA (RootCAs), client certificate and server
+	// name. An empty ServerName is each address dialled.
 	TLS *tls.Config
-
-	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	MaxRetries                             int // retries of a failed call; 0 for none
-	PoolSize                               int // connections per node; 0 for go-redis's 10 per CPU
 
 	// TracerProvider, when set, makes a client span of every command and pipeline (go-redis's
 	// redisotel), named by the commands alone: never their arguments, so never a key or AUTH's
@@ -69,68 +68,160 @@ type ClientOptions struct {
 // Topology is Standalone, Cluster or Sentinel, as the options set.
 func (o ClientOptions) Topology() string {
 	switch {
-	case len(o.ClusterAddrs) > 0:
+	case o.ClusterURL != "":
 		return Cluster
-	case len(o.SentinelAddrs) > 0:
+	case o.SentinelURL != "":
 		return Sentinel
 	}
 	return Standalone
 }
 
+// rawURL is the URL of the topology set.
+func (o ClientOptions) rawURL() string {
+	return o.URL + o.ClusterURL + o.SentinelURL
+}
+
 // Addrs are the addresses the client starts from, for logs (never credentials).
 func (o ClientOptions) Addrs() []string {
-	switch o.Topology() {
-	case Cluster:
-		return o.ClusterAddrs
-	case Sentinel:
-		return o.SentinelAddrs
+	u, err := o.parse()
+	if err != nil {
+		return nil
 	}
-	if u, err := goredis.ParseURL(o.URL); err == nil {
-		return []string{u.Addr}
+	return u.Addrs
+}
+
+// CheckURL says what is wrong with the options' URL, without its password.
+func (o ClientOptions) CheckURL() error {
+	raw := o.rawURL()
+	if !strings.Contains(raw, "://") {
+		return fmt.Errorf("%q is not a URL: give redis://%s (or rediss:// for TLS)", redact(raw), redact(raw))
+	}
+	u, err := o.parse()
+	if err != nil {
+		return err
+	}
+	for name, d := range map[string]time.Duration{"dial_timeout": u.DialTimeout, "read_timeout": u.ReadTimeout, "write_timeout": u.WriteTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%s: must be positive (every call to Redis is bounded)", name)
+		}
 	}
 	return nil
 }
 
 // CheckURL says what is wrong with a standalone URL, without its password.
-func CheckURL(rawURL string) error {
-	if !strings.Contains(rawURL, "://") {
-		return fmt.Errorf("%q is not a URL: give redis://%s (or rediss:// for TLS, unix:// for a socket)", redact(rawURL), redact(rawURL))
+func CheckURL(rawURL string) error { return ClientOptions{URL: rawURL}.CheckURL() }
+
+// URLCredentials says whether the options' URL names a password: of the user (with Sentinel,
+// the master's password= parameter) and of the sentinels (a Sentinel URL's own).
+func (o ClientOptions) URLCredentials() (password, sentinelPassword bool) {
+	u, err := o.parse()
+	if err != nil {
+		return false, false
 	}
-	if _, err := goredis.ParseURL(rawURL); err != nil {
-		return redactedError(err, rawURL)
+	return u.Password != "", u.SentinelPassword != ""
+}
+
+// parse reads the URL of the topology set into go-redis's universal options.
+func (o ClientOptions) parse() (*goredis.UniversalOptions, error) {
+	raw := o.rawURL()
+	var u *goredis.UniversalOptions
+	switch o.Topology() {
+	case Cluster:
+		c, err := goredis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, redactedError(err, raw)
+		}
+		u = &goredis.UniversalOptions{Addrs: c.Addrs, IsClusterMode: true, Username: c.Username, Password: c.Password,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, MaxRetries: c.MaxRetries,
+			MinRetryBackoff: c.MinRetryBackoff, MaxRetryBackoff: c.MaxRetryBackoff, PoolSize: c.PoolSize,
+			PoolTimeout: c.PoolTimeout, MinIdleConns: c.MinIdleConns, MaxIdleConns: c.MaxIdleConns,
+			MaxActiveConns: c.MaxActiveConns, ConnMaxIdleTime: c.ConnMaxIdleTime, ConnMaxLifetime: c.ConnMaxLifetime,
+			ClientName: c.ClientName, Protocol: c.Protocol, MaxRedirects: c.MaxRedirects, TLSConfig: c.TLSConfig}
+	case Sentinel:
+		f, err := goredis.ParseFailoverURL(raw)
+		if err != nil {
+			return nil, redactedError(err, raw)
+		}
+		if f.MasterName == "" {
+			return nil, errors.New("a Sentinel URL names its master: add master_name=<name>")
+		}
+		u = &goredis.UniversalOptions{Addrs: f.SentinelAddrs, MasterName: f.MasterName, SentinelUsername: f.SentinelUsername,
+			SentinelPassword: f.SentinelPassword, Username: f.Username, Password: f.Password, DB: f.DB,
+			DialTimeout: f.DialTimeout, ReadTimeout: f.ReadTimeout, WriteTimeout: f.WriteTimeout, MaxRetries: f.MaxRetries,
+			MinRetryBackoff: f.MinRetryBackoff, MaxRetryBackoff: f.MaxRetryBackoff, PoolSize: f.PoolSize,
+			PoolTimeout: f.PoolTimeout, MinIdleConns: f.MinIdleConns, MaxIdleConns: f.MaxIdleConns,
+			MaxActiveConns: f.MaxActiveConns, ConnMaxIdleTime: f.ConnMaxIdleTime, ConnMaxLifetime: f.ConnMaxLifetime,
+			ClientName: f.ClientName, Protocol: f.Protocol, TLSConfig: f.TLSConfig}
+	default:
+		p, err := goredis.ParseURL(raw)
+		if err != nil {
+			return nil, redactedError(err, raw)
+		}
+		u = &goredis.UniversalOptions{Addrs: []string{p.Addr}, Username: p.Username, Password: p.Password, DB: p.DB,
+			DialTimeout: p.DialTimeout, ReadTimeout: p.ReadTimeout, WriteTimeout: p.WriteTimeout, MaxRetries: p.MaxRetries,
+			MinRetryBackoff: p.MinRetryBackoff, MaxRetryBackoff: p.MaxRetryBackoff, PoolSize: p.PoolSize,
+			PoolTimeout: p.PoolTimeout, MinIdleConns: p.MinIdleConns, MaxIdleConns: p.MaxIdleConns,
+			MaxActiveConns: p.MaxActiveConns, ConnMaxIdleTime: p.ConnMaxIdleTime, ConnMaxLifetime: p.ConnMaxLifetime,
+			ClientName: p.ClientName, Protocol: p.Protocol, TLSConfig: p.TLSConfig}
+		if p.Network == "unix" {
+			u.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+				d := net.Dialer{Timeout: u.DialTimeout}
+				return d.DialContext(ctx, "unix", addr)
+			}
+		}
 	}
-	return nil
+	return u, nil
 }
 
 // NewClient makes the client the options describe; the caller closes it.
 func NewClient(o ClientOptions) (goredis.UniversalClient, error) {
-	u := &goredis.UniversalOptions{
-		Username: o.Username, Password: o.Password, DB: o.DB, SentinelPassword: o.SentinelPassword,
-		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-		MaxRetries: o.MaxRetries, MinRetryBackoff: minRetryBackoff, MaxRetryBackoff: maxRetryBackoff,
-		PoolSize: o.PoolSize, TLSConfig: o.TLS,
-		// One dial attempt per connection: go-redis would otherwise retry a refused dial 5
-		// times with backoffs, inside every lookup.
-		DialerRetries: 1,
-		// Socket deadlines follow a call's context too, not only the read and write timeouts:
-		// so the lookup timeout bounds a read in progress, and a batch never succeeds late.
-		ContextTimeoutEnabled: true,
-		// RESP2: bigseg needs nothing of RESP3, and go-redis checks for RESP3 push
-		// notifications around every read (7% of CPU in the cold benchmark).
-		Protocol: 2,
+	if err := o.CheckURL(); err != nil {
+		return nil, err
 	}
-	if o.MaxRetries == 0 {
-		u.MaxRetries = -1 // go-redis reads 0 as "its default, 3"; -1 is none
-	}
-	switch o.Topology() {
-	case Cluster:
-		u.Addrs, u.IsClusterMode = o.ClusterAddrs, true
-	case Sentinel:
-		u.Addrs, u.MasterName = o.SentinelAddrs, o.SentinelMaster
-	default:
-		if err := standalone(o, u); err != nil {
-			return nil, err
+	u, _ := o.parse()
+	defaults := []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&u.DialTimeout, DefaultDialTimeout}, {&u.ReadTimeout, DefaultReadTimeout}, {&u.WriteTimeout, DefaultWriteTimeout},
+		{&u.MinRetryBackoff, minRetryBackoff}, {&u.MaxRetryBackoff, maxRetryBackoff}}
+	for _, d := range defaults {
+		if *d.v == 0 {
+			*d.v = d.d
 		}
+	}
+	if u.MaxRetries == 0 { // unset (go-redis's own spelling of none is -1)
+		u.MaxRetries = DefaultMaxRetries
+	}
+	if u.Password == "" {
+		u.Password = o.Password
+	}
+	if u.SentinelPassword == "" {
+		u.SentinelPassword = o.SentinelPassword
+	}
+	// One dial attempt per connection: go-redis would otherwise retry a refused dial 5 times
+	// with backoffs, inside every lookup.
+	u.DialerRetries = 1
+	// Socket deadlines follow a call's context too, not only the read and write timeouts: so
+	// the lookup timeout bounds a read in progress, and a batch never succeeds late.
+	u.ContextTimeoutEnabled = true
+	// RESP2 unless the URL says otherwise: bigseg needs nothing of RESP3, and go-redis checks
+	// for RESP3 push notifications around every read (7% of CPU in the cold benchmark).
+	if u.Protocol == 0 {
+		u.Protocol = 2
+	}
+	if u.TLSConfig != nil && o.TLS != nil {
+		tc := u.TLSConfig.Clone()
+		tc.RootCAs, tc.Certificates = o.TLS.RootCAs, o.TLS.Certificates
+		if o.TLS.ServerName != "" {
+			tc.ServerName = o.TLS.ServerName
+		}
+		u.TLSConfig = tc
+	}
+	if u.TLSConfig != nil && o.Topology() != Standalone && (o.TLS == nil || o.TLS.ServerName == "") {
+		u.TLSConfig.ServerName = "" // each node, each sentinel, is verified against its own name
+	}
+	if u.TLSConfig != nil {
+		u.TLSConfig.MinVersion = tls.VersionTLS12
 	}
 	c := goredis.NewUniversalClient(u)
 	if o.TracerProvider != nil {
@@ -141,40 +232,6 @@ func NewClient(o ClientOptions) (goredis.UniversalClient, error) {
 		}
 	}
 	return c, nil
-}
-
-// standalone sets what the URL says where the options are silent.
-func standalone(o ClientOptions, u *goredis.UniversalOptions) error {
-	p, err := goredis.ParseURL(o.URL)
-	if err != nil {
-		return redactedError(err, o.URL)
-	}
-	u.Addrs = []string{p.Addr}
-	if p.Username != "" {
-		u.Username = p.Username
-	}
-	if p.Password != "" {
-		u.Password = p.Password
-	}
-	if p.DB != 0 {
-		u.DB = p.DB
-	}
-	if p.Network == "unix" {
-		u.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: o.DialTimeout}
-			return d.DialContext(ctx, "unix", addr)
-		}
-		return nil
-	}
-	if o.TLS != nil && o.TLS.ServerName == "" {
-		host, _, err := net.SplitHostPort(p.Addr) // not a split on the first ':': IPv6
-		if err != nil {
-			return redactedError(err, o.URL)
-		}
-		u.TLSConfig = o.TLS.Clone()
-		u.TLSConfig.ServerName = host
-	}
-	return nil
 }
 
 // redactedError keeps a URL's password out of an error that may quote the URL: a url.Error

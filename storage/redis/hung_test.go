@@ -92,8 +92,7 @@ func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
 		t.Skip("starts a cluster and stops a node")
 	}
 	cluster := redistest.StartCluster(t, 3)
-	uc, err := redis.NewClient(redis.ClientOptions{ClusterAddrs: cluster.Addrs(), DialTimeout: redis.DefaultDialTimeout,
-		ReadTimeout: redis.DefaultReadTimeout, WriteTimeout: redis.DefaultWriteTimeout, MaxRetries: redis.DefaultMaxRetries})
+	uc, err := redis.NewClient(redis.ClientOptions{ClusterURL: cluster.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +211,7 @@ func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	const readTimeout, pauses = 3 * redis.DefaultReadTimeout, 5
 	const pause = readTimeout * 3 / 5
-	uc, err := redis.NewClient(redis.ClientOptions{ClusterAddrs: cluster.Addrs(), DialTimeout: redis.DefaultDialTimeout,
-		ReadTimeout: readTimeout, WriteTimeout: readTimeout, MaxRetries: redis.DefaultMaxRetries})
+	uc, err := redis.NewClient(redis.ClientOptions{ClusterURL: cluster.URL("read_timeout="+readTimeout.String(), "write_timeout="+readTimeout.String())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,7 @@ func TestTracingShowsNoKeyNorPassword(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "pa55-secret")
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	c, err := redis.NewClient(redis.ClientOptions{URL: "redis://:pa55-secret@" + srv.Addr(), TracerProvider: tp,
-		DialTimeout: redis.DefaultDialTimeout, ReadTimeout: redis.DefaultReadTimeout, WriteTimeout: redis.DefaultWriteTimeout})
+	c, err := redis.NewClient(redis.ClientOptions{URL: "redis://:pa55-secret@" + srv.Addr(), TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,9 @@ var breakages = []struct {
 	{"a foreign variable", "settings", nil, func(r *release) {
 		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "TZ", Value: "UTC"})
 	}},
-	{"a password in the ConfigMap", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_PASSWORD"] = "hunter2" }},
-	{"a password from a secretKeyRef", "secrets", nil, func(r *release) {
-		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "BIGSEG_REDIS_PASSWORD", ValueFrom: &corev1.EnvVarSource{
+	{"tokens in the ConfigMap", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_API_TOKENS"] = "hunter2" }},
+	{"tokens from a secretKeyRef", "secrets", nil, func(r *release) {
+		r.container().Env = append(r.container().Env, corev1.EnvVar{Name: "BIGSEG_API_TOKENS", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "password"}}})
 	}},
 	{"the collector's headers in clear", "secrets", []string{"otel"}, func(r *release) {
@@ -51,6 +51,9 @@ var breakages = []struct {
 		r.settings.Data[otelHeaders] = "authorization=Bearer%20hunter2"
 	}},
 	{"a password in the URL", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_URL"] = "rediss://bigseg:hunter2@redis:6380" }},
+	{"a password parameter in the Sentinel URL", "secrets", nil, func(r *release) {
+		r.settings.Data["BIGSEG_REDIS_SENTINEL_URL"] = "redis://s:26379?master_name=m&password=hunter2"
+	}},
 	{"a file outside the mounts", "secrets", nil, func(r *release) { r.settings.Data["BIGSEG_REDIS_TLS_CA_FILE"] = "/etc/bigseg/nowhere/ca.crt" }},
 	{"subPath mount", "secrets", nil, func(r *release) { r.container().VolumeMounts[0].SubPath = "tls.crt" }},
 	{"world-readable secret", "secrets", nil, func(r *release) { r.pod().Volumes[0].Secret.DefaultMode = ptr(int32(0o644)) }},
@@ -59,7 +62,7 @@ var breakages = []struct {
 	{"probes on the API port under mutual TLS", "probes", nil, func(r *release) { r.settings.Data["BIGSEG_TLS_CLIENT_CA_FILE"] = "/etc/bigseg/tls/tls.crt" }},
 	{"readiness slower than the drain", "probes", nil, func(r *release) { r.container().ReadinessProbe.PeriodSeconds = 10 }},
 	{"grace equal to the drain", "grace", nil, func(r *release) { r.pod().TerminationGracePeriodSeconds = ptr(int64(15)) }},
-	{"grace below a longer drain", "grace", nil, func(r *release) { r.settings.Data["BIGSEG_SHUTDOWN_TIMEOUT"] = "1m" }},
+	{"grace below a longer drain", "grace", nil, func(r *release) { r.settings.Data["BIGSEG_WRITE_TIMEOUT"] = "1m" }},
 	{"no GOMEMLIMIT", "goRuntime", nil, func(r *release) { r.container().Env = r.container().Env[1:] }},
 	{"GOMEMLIMIT at the limit", "goRuntime", nil, func(r *release) { r.container().Env[0].Value = "1024MiB" }},
 	{"GOMAXPROCS from memory", "goRuntime", nil, func(r *release) { r.container().Env[1].ValueFrom.ResourceFieldRef.Resource = "limits.memory" }},
@@ -69,7 +72,6 @@ var breakages = []struct {
 	{"RESP port moved", "resp", nil, func(r *release) { r.container().Ports[2].ContainerPort = 6381 }},
 	{"RESP port left out of the Service", "resp", nil, func(r *release) { r.service.Spec.Ports = r.service.Spec.Ports[:2] }},
 	{"RESP port without its listener", "resp", nil, func(r *release) { delete(r.settings.Data, "BIGSEG_RESP_ADDR") }},
-	{"RESP TLS without a certificate", "resp", nil, func(r *release) { delete(r.settings.Data, "BIGSEG_TLS_CERT_FILE") }},
 	{"PDB blocks drains", "pdb", nil, func(r *release) { r.pdb.Spec.MaxUnavailable = ptr(intstr.FromInt32(0)) }},
 	{"metrics port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:1] }},
 	{"RESP port closed", "networkPolicy", nil, func(r *release) { r.networkPolicy.Spec.Ingress = r.networkPolicy.Spec.Ingress[:2] }},
@@ -191,7 +193,7 @@ func TestPodRunCatchesBreakage(t *testing.T) {
 		{"probe port unknown", "defaults", func(r *release) { r.container().LivenessProbe.HTTPGet.Port = intstr.FromString("admin") }},
 		{"GOMEMLIMIT malformed", "defaults", func(r *release) { r.container().Env[0].Value = "230M" }},
 		{"RESP container port elsewhere", "environments", func(r *release) { r.container().Ports[2].ContainerPort = 6380 }},
-		{"RESP TLS without a certificate", "environments", func(r *release) { r.settings.Data["BIGSEG_RESP_TLS"] = "true" }},
+		{"a removed setting", "environments", func(r *release) { r.settings.Data["BIGSEG_RESP_TLS"] = "true" }},
 		{"an environment name the server refuses", "environments", func(r *release) { r.settings.Data["BIGSEG_ENVIRONMENTS"] = "Production=ld-prod" }},
 		{"BIGSEG_PREFIX beside BIGSEG_ENVIRONMENTS", "environments", func(r *release) { r.settings.Data["BIGSEG_PREFIX"] = "launchdarkly" }},
 	} {

@@ -215,7 +215,7 @@ var otelVariables = map[string]bool{"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_E
 
 // clearSecrets are settings that would hold a secret in the environment; the chart must
 // never set them (their *_FILE twins instead).
-var clearSecrets = []string{"BIGSEG_REDIS_PASSWORD", "BIGSEG_REDIS_SENTINEL_PASSWORD", "BIGSEG_API_TOKENS"}
+var clearSecrets = []string{"BIGSEG_API_TOKENS"}
 
 // fileSecretRE matches the settings naming files that hold secrets or TLS material: each must be
 // a file of a mounted Secret.
@@ -247,9 +247,13 @@ func checkSecrets(r *release, _ *facts) []string {
 			p = append(p, fmt.Sprintf("envFrom Secret %s: secrets are mounted as files, never put in the environment", ef.SecretRef.Name))
 		}
 	}
-	if u, err := url.Parse(env["BIGSEG_REDIS_URL"].value); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			p = append(p, "BIGSEG_REDIS_URL holds a password")
+	for _, name := range []string{"BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL", "BIGSEG_REDIS_SENTINEL_URL"} {
+		u, err := url.Parse(env[name].value)
+		if err != nil {
+			continue
+		}
+		if _, has := u.User.Password(); has || u.Query().Has("password") {
+			p = append(p, name+" holds a password")
 		}
 	}
 	volumes := map[string]corev1.Volume{}
@@ -410,7 +414,7 @@ func setting(env map[string]envVar, f *facts, name string) (time.Duration, error
 func checkGrace(r *release, f *facts) []string {
 	env := r.env()
 	delay, err1 := setting(env, f, "BIGSEG_SHUTDOWN_DELAY")
-	timeout, err2 := setting(env, f, "BIGSEG_SHUTDOWN_TIMEOUT")
+	timeout, err2 := setting(env, f, "BIGSEG_WRITE_TIMEOUT") // in-flight requests' time to finish
 	if err1 != nil || err2 != nil {
 		return []string{fmt.Sprint(err1, err2)}
 	}
@@ -419,7 +423,7 @@ func checkGrace(r *release, f *facts) []string {
 		return []string{"no terminationGracePeriodSeconds (the default 30 s is not derived from the drain)"}
 	}
 	if g := time.Duration(*grace) * time.Second; g <= delay+timeout {
-		return []string{fmt.Sprintf("terminationGracePeriodSeconds %v does not exceed BIGSEG_SHUTDOWN_DELAY %v + BIGSEG_SHUTDOWN_TIMEOUT %v: kubelet would kill requests still finishing", g, delay, timeout)}
+		return []string{fmt.Sprintf("terminationGracePeriodSeconds %v does not exceed BIGSEG_SHUTDOWN_DELAY %v + BIGSEG_WRITE_TIMEOUT %v: kubelet would kill requests still finishing", g, delay, timeout)}
 	}
 	return nil
 }

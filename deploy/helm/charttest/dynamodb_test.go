@@ -23,7 +23,7 @@ func TestDynamoDB(t *testing.T) {
 			"BIGSEG_DYNAMODB_TABLE": "arn:aws:dynamodb:eu-west-1:123456789012:table/ld", "BIGSEG_DYNAMODB_CONSISTENT_READ": "false",
 			"AWS_REGION": "", "AWS_ENDPOINT_URL_DYNAMODB": "http://dynamodb-local:8000",
 		}},
-		{"no table", "{}", map[string]string{
+		{"no table", "redis: {url: 'redis://r:6379'}", map[string]string{
 			"BIGSEG_DYNAMODB_TABLE": "", "BIGSEG_DYNAMODB_CONSISTENT_READ": "", "AWS_REGION": "", "AWS_ENDPOINT_URL_DYNAMODB": "",
 		}},
 	} {

@@ -15,16 +15,17 @@ func TestEnvironments(t *testing.T) {
 		{"none", "{}", "", ""},
 		{"the prefix as before", "config: {BIGSEG_PREFIX: ld-prod}", "", "ld-prod"},
 		{"an empty map", "environments: {}\nconfig: {BIGSEG_PREFIX: ld-prod}", "", "ld-prod"},
-		{"one on the embedded store", "environments: {production: ld-prod}", "production=ld-prod", ""},
+		{"one", "environments: {production: ld-prod}", "production=ld-prod", ""},
 		{"several in the names' order", "redis: {url: 'redis://r:6379'}\nenvironments: {staging: ld-staging, production: ld-prod, 0-qa_eu: ld-qa}",
 			"0-qa_eu=ld-qa,production=ld-prod,staging=ld-staging", ""},
 		{"prefixes with colons and =", "redis: {url: 'redis://r:6379'}\nenvironments: {a: 'ld:a', b: 'ld=b'}", "a=ld:a,b=ld=b", ""},
+		{"several on DynamoDB", "redis: {url: ''}\ndynamodb: {table: ld}\nenvironments: {staging: ld-staging, production: ld-prod}", "production=ld-prod,staging=ld-staging", ""},
 		{"an override removes one with null", "environments: {production: ld-prod, staging: null}", "production=ld-prod", ""},
 		{"a null BIGSEG_PREFIX beside them", "environments: {production: ld-prod}\nconfig: {BIGSEG_PREFIX: null}", "production=ld-prod", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := render(t, writeValues(t, tc.values)).env()
+			env := render(t, withStore(t, tc.values)...).env()
 			for name, want := range map[string]string{"BIGSEG_ENVIRONMENTS": tc.environments, "BIGSEG_PREFIX": tc.prefix} {
 				got, set := env[name]
 				switch {

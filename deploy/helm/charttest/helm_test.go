@@ -82,6 +82,13 @@ func writeValues(t *testing.T, content string) string {
 	return p
 }
 
+// withStore is a values file setting the one value the chart requires, a store (standalone
+// Redis), then one of the given values, which may override it: for tests about other values.
+func withStore(t *testing.T, values string) []string {
+	t.Helper()
+	return []string{writeValues(t, "redis: {url: 'redis://redis-master.redis.svc:6379'}\n"), writeValues(t, values)}
+}
+
 // valuesFiles lists testdata/values/*.yaml by name (without .yaml) and path.
 func valuesFiles(t *testing.T) map[string]string {
 	t.Helper()

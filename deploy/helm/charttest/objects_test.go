@@ -87,9 +87,6 @@ func checkRESP(r *release, _ *facts) []string {
 		if service != nil {
 			p = append(p, fmt.Sprintf("Service port %s targets resp without BIGSEG_RESP_ADDR", service.Name))
 		}
-		if v, set := env["BIGSEG_RESP_TLS"]; set {
-			p = append(p, fmt.Sprintf("BIGSEG_RESP_TLS=%s without BIGSEG_RESP_ADDR", v.value))
-		}
 		return p
 	}
 	port := listenPort(addr.value)
@@ -108,9 +105,6 @@ func checkRESP(r *release, _ *facts) []string {
 		p = append(p, "the Service has no port to the Redis-protocol listener (targetPort resp)")
 	} else if service.Protocol != corev1.ProtocolTCP {
 		p = append(p, fmt.Sprintf("Service port %s: protocol %s, want TCP", service.Name, service.Protocol))
-	}
-	if env["BIGSEG_RESP_TLS"].value == "true" && env["BIGSEG_TLS_CERT_FILE"].value == "" {
-		p = append(p, "BIGSEG_RESP_TLS without BIGSEG_TLS_CERT_FILE: the listener has no certificate to serve")
 	}
 	return p
 }

@@ -30,7 +30,7 @@ func TestOTel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := render(t, writeValues(t, tc.values)).env()
+			env := render(t, withStore(t, tc.values)...).env()
 			for name, want := range tc.want {
 				v, set := env[name]
 				got := v.value
@@ -57,7 +57,7 @@ func TestOTel(t *testing.T) {
 		endpoint string
 		port     int
 	}{{"http://collector:4318", 4318}, {"https://collector", 443}, {"http://collector/otlp", 80}} {
-		r := render(t, writeValues(t, "otel: {endpoint: '"+tc.endpoint+"'}\nnetworkPolicy: {enabled: true, egress: [{ports: [{port: 53, protocol: UDP}]}]}"))
+		r := render(t, withStore(t, "otel: {endpoint: '"+tc.endpoint+"'}\nnetworkPolicy: {enabled: true, egress: [{ports: [{port: 53, protocol: UDP}]}]}")...)
 		if !egressAllows(r.networkPolicy, tc.port) {
 			t.Errorf("endpoint %s: the NetworkPolicy's egress does not allow port %d", tc.endpoint, tc.port)
 		}

@@ -136,7 +136,7 @@ func runPod(t *testing.T, r *release, f *facts) []string {
 				continue
 			}
 			reached = true
-			if err := pingRESP(listeners[listener], env["BIGSEG_RESP_TLS"] == "true", env["BIGSEG_TLS_CLIENT_CA_FILE"] != ""); err != nil {
+			if err := pingRESP(listeners[listener], env["BIGSEG_TLS_CERT_FILE"] != "", env["BIGSEG_TLS_CLIENT_CA_FILE"] != ""); err != nil {
 				bad("Redis-protocol listener (container port %s): %v", name, err)
 			}
 		}

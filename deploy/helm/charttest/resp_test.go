@@ -10,7 +10,8 @@ import (
 
 // respRendering is what the chart renders for the Redis-protocol listener.
 type respRendering struct {
-	Addr, TLS                  string // BIGSEG_RESP_ADDR, BIGSEG_RESP_TLS ("" for unset)
+	Addr                       string // BIGSEG_RESP_ADDR ("" for unset)
+	TLS                        bool   // under TLS: BIGSEG_TLS_CERT_FILE set
 	ContainerPort, ServicePort int32  // the ports named resp (0 for none)
 	AppProtocol                string // of the Service port
 	Peers                      []networkingv1.NetworkPolicyPeer
@@ -18,7 +19,7 @@ type respRendering struct {
 }
 
 // TestRESPListener: resp.enabled renders BIGSEG_RESP_ADDR, a container port, a Service port
-// and a NetworkPolicy rule, all named resp, and tls.resp BIGSEG_RESP_TLS; off, none of them.
+// and a NetworkPolicy rule, all named resp, under TLS with tls.enabled; off, none of them.
 func TestRESPListener(t *testing.T) {
 	sdks := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "sdk"}}}}
 	for _, tc := range []struct {
@@ -31,16 +32,17 @@ func TestRESPListener(t *testing.T) {
 			respRendering{Addr: ":6380", ContainerPort: 6380, ServicePort: 6380, AppProtocol: "redis", RuleForIt: true}},
 		{"on other ports from the SDKs only", "resp: {enabled: true}\nports: {resp: 7379}\nservice: {respPort: 6379}\nnetworkPolicy: {enabled: true, respFrom: [{podSelector: {matchLabels: {role: sdk}}}]}",
 			respRendering{Addr: ":7379", ContainerPort: 7379, ServicePort: 6379, AppProtocol: "redis", Peers: sdks, RuleForIt: true}},
-		{"under TLS", "resp: {enabled: true}\ntls: {enabled: true, secretName: bigseg-tls, resp: true}",
-			respRendering{Addr: ":6380", TLS: "true", ContainerPort: 6380, ServicePort: 6380, AppProtocol: "redis"}},
-		{"plain beside HTTPS", "resp: {enabled: true}\ntls: {enabled: true, secretName: bigseg-tls}",
-			respRendering{Addr: ":6380", ContainerPort: 6380, ServicePort: 6380, AppProtocol: "redis"}},
+		{"under TLS", "resp: {enabled: true}\ntls: {enabled: true, secretName: bigseg-tls}",
+			respRendering{Addr: ":6380", TLS: true, ContainerPort: 6380, ServicePort: 6380, AppProtocol: "redis"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := render(t, writeValues(t, tc.values))
+			r := render(t, withStore(t, tc.values)...)
 			env := r.env()
-			got := respRendering{Addr: env["BIGSEG_RESP_ADDR"].value, TLS: env["BIGSEG_RESP_TLS"].value}
+			got := respRendering{Addr: env["BIGSEG_RESP_ADDR"].value}
+			if got.Addr != "" {
+				got.TLS = env["BIGSEG_TLS_CERT_FILE"].value != ""
+			}
 			for _, cp := range r.container().Ports {
 				if cp.Name == "resp" {
 					got.ContainerPort = cp.ContainerPort

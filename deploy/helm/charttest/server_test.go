@@ -153,11 +153,11 @@ func TestServerUsageParses(t *testing.T) {
 		"BIGSEG_SHUTDOWN_DELAY":    {typ: "Duration", def: "5s"},
 		"BIGSEG_REDIS_URL":         {typ: "String", def: ""},
 		"BIGSEG_API_TOKENS":        {typ: "Comma-separated list of String", def: ""},
-		"BIGSEG_REDIS_TLS":         {typ: "True or False", def: "false"},
-		"BIGSEG_SHUTDOWN_TIMEOUT":  {typ: "Duration", def: "10s"},
+		"BIGSEG_METRICS_TLS":       {typ: "True or False", def: "false"},
+		"BIGSEG_WRITE_TIMEOUT":     {typ: "Duration", def: "15s"},
 		"BIGSEG_ENVIRONMENTS":      {typ: "Comma-separated list of String", def: ""},
 		"BIGSEG_PREFIX":            {typ: "String", def: "launchdarkly"},
-		"BIGSEG_RESP_IDLE_TIMEOUT": {typ: "Duration", def: "0s"},
+		"BIGSEG_BODY_READ_TIMEOUT": {typ: "Duration", def: "2s"},
 	} {
 		got, ok := f.vars[name]
 		if !ok {

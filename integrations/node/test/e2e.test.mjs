@@ -150,7 +150,7 @@ for (const d of DEPLOYMENTS) {
       };
       await write('alice-1', 'alice-2');
       const { settings } = deploy(d, undefined, 'launchdarkly');
-      const p = await bigseg(t, { BIGSEG_REDIS_URL: r.url, ...settings, BIGSEG_REDIS_DIAL_TIMEOUT: '200ms' });
+      const p = await bigseg(t, { BIGSEG_REDIS_URL: `${r.url}?dial_timeout=200ms`, ...settings });
       const client = await sdkClient(t, d, p.url);
       await waitAvailable(client, true);
       assert.deepEqual(await evaluate(client, 'alice-1'), healthy, 'before');

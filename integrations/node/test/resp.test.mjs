@@ -340,7 +340,7 @@ test("STORE_ERROR while bigseg's Redis is down, and healthy again once it is bac
     }
   };
   await write('alice-1', 'alice-2');
-  const p = await bigseg(t, { BIGSEG_REDIS_URL: r.url, BIGSEG_REDIS_DIAL_TIMEOUT: '200ms' });
+  const p = await bigseg(t, { BIGSEG_REDIS_URL: `${r.url}?dial_timeout=200ms` });
   const logger = captureLogger();
   const client = await sdkClient(t, RedisBigSegmentStore({ redisOpts: { host: p.respHost, port: p.respPort } }), logger);
   await waitStatus(client, { available: true, stale: false });

@@ -109,10 +109,13 @@ bytes, as a float. Call with (list "resources.limits.memory" $quantity).
 {{- end }}
 {{- end }}
 
-{{/* The grace period: delay + timeout, rounded up, plus the margin. */}}
+{{/* The grace period: the delay + the write timeout (which in-flight requests get to finish), rounded up, plus the margin. */}}
 {{- define "bigseg.terminationGracePeriodSeconds" -}}
+{{- if hasKey .Values.shutdown "timeout" }}
+{{- fail "shutdown.timeout is gone: after shutdown.delay, in-flight requests get config.BIGSEG_WRITE_TIMEOUT (15s by default) to finish" }}
+{{- end }}
 {{- $delay := include "bigseg.seconds" (list "shutdown.delay" .Values.shutdown.delay) | float64 }}
-{{- $timeout := include "bigseg.seconds" (list "shutdown.timeout" .Values.shutdown.timeout) | float64 }}
+{{- $timeout := include "bigseg.seconds" (list "config.BIGSEG_WRITE_TIMEOUT" (dig "BIGSEG_WRITE_TIMEOUT" "15s" (.Values.config | default dict))) | float64 }}
 {{- $margin := int .Values.shutdown.marginSeconds }}
 {{- if lt $margin 1 }}
 {{- fail "shutdown.marginSeconds: at least 1, so that the process exits before kubelet kills it" }}
@@ -190,20 +193,14 @@ checking the values. The ConfigMap holds exactly this.
 {{- $_ := set $env "BIGSEG_ADDR" (printf ":%d" (int .Values.ports.http)) }}
 {{- $_ = set $env "BIGSEG_METRICS_ADDR" (printf ":%d" (int .Values.ports.metrics)) }}
 {{- $_ = set $env "BIGSEG_SHUTDOWN_DELAY" .Values.shutdown.delay }}
-{{- $_ = set $env "BIGSEG_SHUTDOWN_TIMEOUT" .Values.shutdown.timeout }}
 {{- with include "bigseg.environments" . }}{{ $_ = set $env "BIGSEG_ENVIRONMENTS" . }}{{ end }}
 {{- if .Values.resp.enabled }}
 {{- $_ = set $env "BIGSEG_RESP_ADDR" (printf ":%d" (int .Values.ports.resp)) }}
-{{- if .Values.tls.resp }}{{ $_ = set $env "BIGSEG_RESP_TLS" "true" }}{{ end }}
 {{- end }}
 {{- with .Values.redis }}
 {{- if .url }}{{ $_ = set $env "BIGSEG_REDIS_URL" .url }}{{ end }}
-{{- if .cluster.addrs }}{{ $_ = set $env "BIGSEG_REDIS_CLUSTER_ADDRS" (join "," .cluster.addrs) }}{{ end }}
-{{- if .sentinel.addrs }}
-{{- $_ = set $env "BIGSEG_REDIS_SENTINEL_ADDRS" (join "," .sentinel.addrs) }}
-{{- $_ = set $env "BIGSEG_REDIS_SENTINEL_MASTER" .sentinel.master }}
-{{- end }}
-{{- if .tls.enabled }}{{ $_ = set $env "BIGSEG_REDIS_TLS" "true" }}{{ end }}
+{{- if .cluster.url }}{{ $_ = set $env "BIGSEG_REDIS_CLUSTER_URL" .cluster.url }}{{ end }}
+{{- if .sentinel.url }}{{ $_ = set $env "BIGSEG_REDIS_SENTINEL_URL" .sentinel.url }}{{ end }}
 {{- end }}
 {{- if .Values.dynamodb.table }}
 {{- $_ = set $env "BIGSEG_DYNAMODB_TABLE" .Values.dynamodb.table }}
@@ -281,27 +278,20 @@ the value at fault.
   "BIGSEG_TLS_KEY_FILE" "tls.enabled and tls.secretName"
   "BIGSEG_TLS_CLIENT_CA_FILE" "tls.clientCA"
   "BIGSEG_REDIS_URL" "redis.url"
-  "BIGSEG_REDIS_CLUSTER_ADDRS" "redis.cluster.addrs"
-  "BIGSEG_REDIS_SENTINEL_ADDRS" "redis.sentinel.addrs"
-  "BIGSEG_REDIS_SENTINEL_MASTER" "redis.sentinel.master"
+  "BIGSEG_REDIS_CLUSTER_URL" "redis.cluster.url"
+  "BIGSEG_REDIS_SENTINEL_URL" "redis.sentinel.url"
   "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE" "redis.sentinel.passwordSecret"
   "BIGSEG_REDIS_PASSWORD_FILE" "redis.passwordSecret"
-  "BIGSEG_REDIS_TLS" "redis.tls.enabled"
   "BIGSEG_REDIS_TLS_CA_FILE" "redis.tls.caSecret"
   "BIGSEG_REDIS_TLS_CERT_FILE" "redis.tls.clientCertSecret"
   "BIGSEG_REDIS_TLS_KEY_FILE" "redis.tls.clientCertSecret"
   "BIGSEG_API_TOKENS_FILE" "apiTokens.secretName"
   "BIGSEG_SHUTDOWN_DELAY" "shutdown.delay"
-  "BIGSEG_SHUTDOWN_TIMEOUT" "shutdown.timeout"
   "BIGSEG_ENVIRONMENTS" "environments"
   "BIGSEG_RESP_ADDR" "resp.enabled and ports.resp"
-  "BIGSEG_RESP_TLS" "tls.resp"
   "BIGSEG_DYNAMODB_TABLE" "dynamodb.table"
   "BIGSEG_DYNAMODB_CONSISTENT_READ" "dynamodb.consistentRead" }}
-{{- $inClear := dict
-  "BIGSEG_REDIS_PASSWORD" "redis.passwordSecret"
-  "BIGSEG_REDIS_SENTINEL_PASSWORD" "redis.sentinel.passwordSecret"
-  "BIGSEG_API_TOKENS" "apiTokens.secretName" }}
+{{- $inClear := dict "BIGSEG_API_TOKENS" "apiTokens.secretName" }}
 {{- range $k, $v := .Values.config }}
 {{- if hasKey $inClear $k }}
 {{- fail (printf "config.%s: secrets never go in values; mount an existing Secret with %s" $k (get $inClear $k)) }}
@@ -315,36 +305,44 @@ the value at fault.
 {{- if and $environments (hasKey .Values.config "BIGSEG_PREFIX") (not (kindIs "invalid" .Values.config.BIGSEG_PREFIX)) }}
 {{- fail "config.BIGSEG_PREFIX: not with environments: give each environment's prefix there" }}
 {{- end }}
-{{- if and (gt $environments 1) (not (or .Values.redis.url .Values.redis.cluster.addrs .Values.redis.sentinel.addrs)) }}
-{{- fail "environments: several need Redis (redis.url, redis.cluster.addrs or redis.sentinel.addrs): the embedded store serves one" }}
+{{- if and (gt $environments 1) (not (or .Values.redis.url .Values.redis.cluster.url .Values.redis.sentinel.url .Values.dynamodb.table)) }}
+{{- fail "environments: several need Redis or DynamoDB (redis.url, redis.cluster.url, redis.sentinel.url or dynamodb.table): the embedded store serves one" }}
 {{- end }}
 {{- with .Values.redis }}
-{{- $topologies := 0 }}
-{{- if .url }}{{ $topologies = add1 $topologies }}{{ end }}
-{{- if .cluster.addrs }}{{ $topologies = add1 $topologies }}{{ end }}
-{{- if .sentinel.addrs }}{{ $topologies = add1 $topologies }}{{ end }}
-{{- if gt $topologies 1 }}
-{{- fail "redis: choose one of url, cluster.addrs and sentinel.addrs" }}
+{{- if .cluster.addrs }}
+{{- fail "redis.cluster.addrs is gone: give redis.cluster.url, redis://host1:port?addr=host2:port&addr=host3:port (docs/redis.md)" }}
 {{- end }}
-{{- if regexMatch "^[a-z]+://[^/@]*:[^/@]*@" .url }}
-{{- fail "redis.url: holds a password; put it in a Secret and name it in redis.passwordSecret" }}
+{{- if or .sentinel.addrs .sentinel.master }}
+{{- fail "redis.sentinel.addrs and redis.sentinel.master are gone: give redis.sentinel.url, redis://sentinel1:port?addr=sentinel2:port&master_name=<master> (docs/redis.md)" }}
 {{- end }}
-{{- if and .sentinel.addrs (not .sentinel.master) }}
-{{- fail "redis.sentinel.master: required with redis.sentinel.addrs" }}
+{{- if .tls.enabled }}
+{{- fail "redis.tls.enabled is gone: a rediss:// URL turns TLS on" }}
 {{- end }}
-{{- if and .sentinel.master (not .sentinel.addrs) }}
-{{- fail "redis.sentinel.addrs: required with redis.sentinel.master" }}
+{{- $urls := dict }}
+{{- if .url }}{{ $_ := set $urls "redis.url" .url }}{{ end }}
+{{- if .cluster.url }}{{ $_ := set $urls "redis.cluster.url" .cluster.url }}{{ end }}
+{{- if .sentinel.url }}{{ $_ := set $urls "redis.sentinel.url" .sentinel.url }}{{ end }}
+{{- if gt (len $urls) 1 }}
+{{- fail "redis: choose one of url, cluster.url and sentinel.url" }}
 {{- end }}
-{{- if and (or .tls.caSecret.name .tls.clientCertSecret.name) (not .tls.enabled) (not (hasPrefix "rediss://" .url)) }}
-{{- fail "redis.tls.enabled: required with redis.tls.caSecret or redis.tls.clientCertSecret (or a rediss:// url)" }}
+{{- range $name, $url := $urls }}
+{{- if regexMatch "^[a-z]+://[^/@]*:[^/@]*@" $url }}
+{{- fail (printf "%s: holds a password; put it in a Secret and name it in redis.passwordSecret (the sentinels': redis.sentinel.passwordSecret)" $name) }}
+{{- end }}
+{{- if regexMatch "[?&]password=" $url }}
+{{- fail (printf "%s: holds a password; put it in a Secret and name it in redis.passwordSecret" $name) }}
+{{- end }}
+{{- if and (or $.Values.redis.tls.caSecret.name $.Values.redis.tls.clientCertSecret.name) (not (hasPrefix "rediss://" $url)) }}
+{{- fail (printf "%s: redis.tls.caSecret and redis.tls.clientCertSecret need a rediss:// URL" $name) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- with .Values.dynamodb }}
 {{- if .table }}
 {{- $redis := list }}
 {{- if $.Values.redis.url }}{{ $redis = append $redis "redis.url" }}{{ end }}
-{{- if $.Values.redis.cluster.addrs }}{{ $redis = append $redis "redis.cluster.addrs" }}{{ end }}
-{{- if $.Values.redis.sentinel.addrs }}{{ $redis = append $redis "redis.sentinel.addrs" }}{{ end }}
+{{- if $.Values.redis.cluster.url }}{{ $redis = append $redis "redis.cluster.url" }}{{ end }}
+{{- if $.Values.redis.sentinel.url }}{{ $redis = append $redis "redis.sentinel.url" }}{{ end }}
 {{- if $redis }}
 {{- fail (printf "dynamodb.table: not with %s: choose one store" (join " or " $redis)) }}
 {{- end }}
@@ -398,12 +396,9 @@ the value at fault.
 {{- if and .clientCA.enabled .metrics }}
 {{- fail "tls.metrics: not with tls.clientCA: under mutual TLS kubelet's probes use the metrics port, which must stay plain HTTP" }}
 {{- end }}
-{{- if and .resp (not .enabled) }}
-{{- fail "tls.resp: requires tls.enabled (the Redis-protocol listener serves the API's certificate)" }}
+{{- if hasKey . "resp" }}
+{{- fail "tls.resp is gone: the Redis-protocol listener serves TLS whenever tls.enabled" }}
 {{- end }}
-{{- end }}
-{{- if and .Values.tls.resp (not .Values.resp.enabled) }}
-{{- fail "tls.resp: requires resp.enabled" }}
 {{- end }}
 {{- if eq (int .Values.ports.http) (int .Values.ports.metrics) }}
 {{- fail "ports.metrics: must differ from ports.http" }}
@@ -415,6 +410,9 @@ the value at fault.
 {{- if and .enabled (gt (int .minReplicas) (int .maxReplicas)) }}
 {{- fail "autoscaling.minReplicas: more than autoscaling.maxReplicas" }}
 {{- end }}
+{{- end }}
+{{- if not (or .Values.redis.url .Values.redis.cluster.url .Values.redis.sentinel.url .Values.dynamodb.table .Values.config.BIGSEG_SEED_FILE) }}
+{{- fail "no store: set redis.url, redis.cluster.url, redis.sentinel.url or dynamodb.table (or config.BIGSEG_SEED_FILE, such as /examples/memberships.json, to try bigseg out on the embedded store); bigseg refuses to start without one" }}
 {{- end }}
 {{- end }}
 
