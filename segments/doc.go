@@ -21,9 +21,9 @@
 // padded base64 of the SHA-256 of the key's bytes, which is Hash. An Environment looks contexts
 // up by hash only (LookupHash, LookupBatch), so a lookup by key and one by hash of the same
 // context share one cache entry. Hashes from callers are checked with ValidateHash first: it
-// accepts only what Hash writes, the 44 characters of 32 bytes in their one canonical form, so
-// that a caller's mistake (a hex digest, a URL-safe alphabet, a lost escape) is an error, not
-// "no membership". SHA-256 is the only scheme LaunchDarkly uses, so no other is accepted.
+// accepts canonical padded base64 (what Hash writes is 44 characters; LaunchDarkly's store
+// test suites send shorter ones) up to MaxHashLen, never a hex digest, so that a caller's
+// mistake (a hex SHA-256, a URL-safe alphabet, a lost escape) is an error, not "no membership".
 //
 // # Memberships
 //

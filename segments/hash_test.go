@@ -32,16 +32,19 @@ func TestValidateHash(t *testing.T) {
 		{"", "empty"},
 		{hex.EncodeToString(sum[:]), "looks like hex"},                  // 64 characters, valid base64 of 48 bytes
 		{strings.ToUpper(hex.EncodeToString(sum[:])), "looks like hex"}, // upper-case hex
-		{"YWJj", "4 characters long"},                                   // base64, but of 3 bytes
-		{"QQ==", "4 characters long"},                                   // base64, but of 1 byte
-		{h[:43], "43 characters long"},                                  // not padded
-		{h + "=", "45 characters long"},                                 // padded twice
-		{strings.Repeat("Q", 128), "128 characters long"},               // base64 of 96 bytes
-		{h[:42] + "==", "canonical padded base64 of 32 bytes"},          // 31 bytes
-		{h[:42] + "B=", "canonical padded base64 of 32 bytes"},          // not canonical: decodes as h does
-		{h[:10] + " " + h[11:], "outside the standard base64 alphabet"}, // a '+' that lost its escaping
-		{h[:10] + "-" + h[11:], "outside the standard base64 alphabet"}, // URL-safe alphabet
-		{h[:10] + "=" + h[11:], "canonical padded base64 of 32 bytes"},  // padding in the wrong place
+		{hex.EncodeToString(sum[:20]), "looks like hex"},                // a SHA-1's 40 hex digits
+		{"YWJj", ""},                   // base64 of 3 bytes, as a store suite may send
+		{"userhash", ""},               // LaunchDarkly's store suites' hash
+		{"QQ==", ""},                   // base64 of 1 byte
+		{"QR==", "not canonical"},      // decodes as "QQ==" does
+		{h[:43], "not canonical"},      // not padded
+		{h + "=", "not canonical"},     // padded twice
+		{strings.Repeat("Q", 128), ""}, // base64 of 96 bytes, the longest
+		{strings.Repeat("Q", 132), "132 characters long, more than 128"}, // longer
+		{h[:42] + "B=", "not canonical"},                                 // decodes as h does
+		{h[:10] + " " + h[11:], "outside the standard base64 alphabet"},  // a '+' that lost its escaping
+		{h[:10] + "-" + h[11:], "outside the standard base64 alphabet"},  // URL-safe alphabet
+		{h[:10] + "=" + h[11:], "not canonical"},                         // padding in the wrong place
 	}
 	for _, tt := range tests {
 		err := ValidateHash(tt.hash)
