@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,11 +47,10 @@ func (s *heldStore) read() []string {
 // (before, it waited a minute here, then read the store for nobody).
 func TestGoneClientsMissIsNotRead(t *testing.T) {
 	st := &heldStore{release: make(chan struct{})}
-	lookups := &countingLookups{}
-	svc := oneService(st, segments.WithReadsInFlight(1), segments.WithLookupTimeout(time.Minute),
-		segments.WithObserver(func(*segments.Environment) segments.Observer { return lookups }))
+	svc := oneService(st, segments.WithReadsInFlight(1), segments.WithLookupTimeout(time.Minute))
 	svc.Poll(context.Background())
-	addr := serve(t, svc, resp.Config{})
+	var answered atomic.Int64 // commands answered (or given up)
+	addr := serve(t, svc, resp.Config{Observe: func(string, bool, time.Duration) { answered.Add(1) }})
 	smembers := func(key string) net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -67,7 +67,7 @@ func TestGoneClientsMissIsNotRead(t *testing.T) {
 	holder := smembers("holder") // takes the one read slot, held
 	waitFor(t, "the holder's read", func() bool { return len(st.read()) == 1 })
 	smembers("gone").Close() // waits for the slot, then its client hangs up
-	waitFor(t, "the gone client's lookup to end", func() bool { return lookups.lookups.Load() == 1 })
+	waitFor(t, "the gone client's command to end", func() bool { return answered.Load() == 1 })
 
 	close(st.release)
 	b := make([]byte, 64)

@@ -266,7 +266,10 @@ func (s *Server) serve(c *conn) {
 			if c.gone.Err() != nil { // its client has gone: the rest of its pipeline with it
 				return
 			}
-			if len(c.out) >= flushBytes || c.closing {
+			// The answer of a command that waited (for the store) is sent at once: to a client
+			// that has gone, the write fails by the next one, which ends the pipeline it left
+			// (whose bytes, still unread, hide its close from watch's peek).
+			if len(c.out) >= flushBytes || c.closing || time.Since(c.now) >= watchEvery {
 				if !s.flush(c) || c.closing {
 					return
 				}

@@ -94,8 +94,12 @@ func (e *Environment) answer(hash string, m Membership, status LookupStatus, cac
 	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
 }
 
+// failed answers StoreError for err. A lookup whose caller left is not counted: nobody was
+// answered, and the store was not at fault.
 func (e *Environment) failed(hash string, err error) Answer {
-	e.obs.Lookup(StoreError, false)
+	if !errors.Is(err, context.Canceled) {
+		e.obs.Lookup(StoreError, false)
+	}
 	return Answer{ContextHash: hash, Status: StoreError, Err: err}
 }
 
