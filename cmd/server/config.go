@@ -302,9 +302,6 @@ func (c config) validate() error {
 	if _, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	}
-	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
-		errs = append(errs, errors.New(noStore))
-	}
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateRedis()...)
 	errs = append(errs, c.validateDynamoDB()...)

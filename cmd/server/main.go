@@ -78,6 +78,9 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 	case "healthcheck":
 		err = healthcheck(ctx, args[2:], cfg, stdout, stderr)
 	default:
+		if !cfg.hasRedis() && !cfg.hasDynamoDB() && cfg.SeedFile == "" { // healthcheck needs none
+			return errors.New(noStore)
+		}
 		return serve(ctx, signals, cfg, stderr)
 	}
 	if errors.Is(err, flag.ErrHelp) { // asked for, and printed: not a failure
