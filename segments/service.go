@@ -62,7 +62,7 @@ type Environment struct {
 
 // state is what an Environment shares with its lookups and polls.
 type state struct {
-	mu         sync.RWMutex // guards status, cache, logged and unsaid
+	mu         sync.RWMutex // guards status, cache, logged, unsaid and inventory
 	status     *StoreStatus // nil before the first poll
 	cache      cache
 	logged     time.Time          // when a failed read was last logged
@@ -70,6 +70,7 @@ type state struct {
 	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
 	slots      chan struct{}      // the semaphore of store reads in flight
 	batchSlots chan struct{}      // batches' share of them: at most half, so that single lookups always have some
+	inventory  Inventory          // the last scan's, as SetInventory records it
 }
 
 // ValidateName says why name cannot be an environment's (it is part of paths), or nil. (A

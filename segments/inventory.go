@@ -1,0 +1,57 @@
+package segments
+
+import (
+	"context"
+	"time"
+)
+
+// Scanner is a store that can list every context it holds, for the inventory: the counts of
+// contexts per segment that an operator compares with what LaunchDarkly shows.
+type Scanner interface {
+	// Scan calls each once for every context stored (its hash and both its sets), a page of
+	// reads at a time, holding no connection while each runs; it stops at each's first error.
+	Scan(ctx context.Context, each func(hash string, m Membership) error) error
+}
+
+// Scan states.
+const (
+	ScanNone     = "none"     // no scan has finished yet
+	ScanRunning  = "running"  // a scan is under way; the counts are the last complete scan's
+	ScanComplete = "complete" // the counts are the last scan's, which finished
+)
+
+// Inventory is the last complete scan of an environment's store, and the state of the next.
+type Inventory struct {
+	State    string         // ScanNone, ScanRunning or ScanComplete
+	Contexts int64          // distinct contexts stored
+	Segments []SegmentCount // every ref found, most contexts first
+	// StartedAt and FinishedAt bound the counted scan; Cursor* are the store's cursors then.
+	StartedAt, FinishedAt     time.Time
+	CursorStart, CursorFinish string
+	LastError                 string    // why the last scan failed, "" if it did not
+	LastErrorAt               time.Time // when
+}
+
+// SegmentCount is one ref's contexts: those that include it and those that only exclude it
+// (a context in both sets is included, as a lookup answers).
+type SegmentCount struct {
+	Ref                string
+	Included, Excluded int64
+}
+
+// Inventory returns the environment's last inventory (State ScanNone before any).
+func (e *Environment) Inventory() Inventory {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.inventory.State == "" {
+		return Inventory{State: ScanNone}
+	}
+	return e.inventory
+}
+
+// SetInventory records the environment's inventory, as the scan loop finds it.
+func (e *Environment) SetInventory(inv Inventory) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inventory = inv
+}
