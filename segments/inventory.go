@@ -55,3 +55,48 @@ func (e *Environment) SetInventory(inv Inventory) {
 	defer e.mu.Unlock()
 	e.inventory = inv
 }
+
+// Describer is a store that can say where it keeps a context's data, for explain and /status:
+// an operator compares it with what the synchronizer wrote.
+type Describer interface {
+	// Describe names the store and the exact keys (or items) a read of hash reads; with hash
+	// "", Keys is empty.
+	Describe(hash string) StoreView
+}
+
+// StoreView is a store as Describe names it. It holds no password, token or secret.
+type StoreView struct {
+	Kind   string   // "redis", "dynamodb" or "embedded"
+	Prefix string   // the key prefix as stored ("" for none)
+	Table  string   // DynamoDB's table, "" elsewhere
+	Keys   []string // Redis keys, or DynamoDB items as "namespace/key"
+}
+
+// Explanation is a read of one context straight from the store, beside what the cache holds.
+type Explanation struct {
+	Answer Answer      // the lookup's answer from this read (never from the cache)
+	Cached *Membership // the membership the cache holds for the hash, nil if none
+	Status StoreStatus // the environment's last polled status
+}
+
+// Explain reads hash from the store, bypassing the cache (and not filling it), bounded as a
+// lookup: within the lookup timeout, holding a read slot.
+func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
+	ctx, cancel := e.svc.withTimeout(ctx)
+	defer cancel()
+	st, _ := e.snapshot()
+	if st == nil {
+		st, _ = e.firstStatus(ctx)
+	}
+	var x Explanation
+	if _, _, m, hit := e.get(hash); hit {
+		x.Cached = &m
+	}
+	x.Status = *st
+	if r := e.readStore(ctx, []string{hash}, e.slots)[0]; r.Err != nil {
+		x.Answer = Answer{ContextHash: hash, Status: StoreError, Err: r.Err}
+	} else {
+		x.Answer = Answer{ContextHash: hash, Membership: r.Membership, Status: st.LookupStatus()}
+	}
+	return x
+}

@@ -32,6 +32,8 @@ type StoreStatus struct {
 	Cursor           string    // the last cursor known, "" if none
 	DataChangedAt    time.Time // when a poll first saw the data as it is; zero without a cursor
 	CheckedAt        time.Time // when the poll ran
+	LastError        string    // while unavailable: why, as the logs say it ("" while available)
+	LastErrorAt      time.Time // when the poll that first failed so ran
 }
 
 // LookupStatus is the status of a lookup whose own read succeeded under this store status.
@@ -146,7 +148,11 @@ func (e *Environment) record(md Metadata, err error) bool {
 	}
 	st.Available, st.Unreachable, st.CheckedAt = err == nil, err != nil && !errors.Is(err, ErrInvalidMetadata), now
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
+	if err != nil && (prev == nil || prev.Available || prev.LastError != err.Error()) {
+		st.LastError, st.LastErrorAt = err.Error(), now
+	}
 	if err == nil {
+		st.LastError, st.LastErrorAt = "", time.Time{}
 		st.LastSynchronized = md.LastSynchronized
 		if prev == nil || dataChanged {
 			st.Cursor, st.DataChangedAt = md.Cursor, now
