@@ -141,7 +141,7 @@ type event struct {
 	shrunk   int
 }
 
-func (o *observed) Inventory(env string, inv segments.Inventory, shrunk int) {
+func (o *observed) Scanned(env string, inv segments.Inventory, shrunk int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.events = append(o.events, event{env, inv.State, inv.Contexts, shrunk})

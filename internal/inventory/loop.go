@@ -35,7 +35,7 @@ type Settings struct {
 // scan's (State ScanNone before any, as Run tells it at its start), and how many segments lost
 // more than half their contexts between it and the scan before. metrics.Inventory is one.
 type Observer interface {
-	Inventory(environment string, inv segments.Inventory, shrunk int)
+	Scanned(environment string, inv segments.Inventory, shrunk int)
 }
 
 // Fleet is a store that replicas share and that can elect one of them to scan it, and keep
@@ -161,7 +161,7 @@ func (l *Loop) scan(ctx context.Context, t *target) {
 
 func (l *Loop) publish(t *target, inv segments.Inventory) {
 	if l.obs != nil {
-		l.obs.Inventory(t.env.Name, inv, t.shrunk)
+		l.obs.Scanned(t.env.Name, inv, t.shrunk)
 	}
 }
 

@@ -10,8 +10,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
 )
+
+var _ Observer = (*metrics.Inventory)(nil)
 
 const interval = time.Hour
 
