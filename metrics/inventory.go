@@ -91,6 +91,7 @@ func (i *Inventory) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, e := range i.envs {
 		g(inventoryIntervalDesc, i.interval, name)
+		g(inventoryShrunkDesc, float64(e.shrunk), name)
 		if e.inv.FinishedAt.IsZero() {
 			g(inventoryTimestampDesc, float64(e.waiting.UnixMilli())/1000, name)
 			continue
@@ -98,7 +99,6 @@ func (i *Inventory) Collect(ch chan<- prometheus.Metric) {
 		g(inventoryTimestampDesc, float64(e.inv.FinishedAt.UnixMilli())/1000, name)
 		g(inventoryContextsDesc, float64(e.inv.Contexts), name)
 		g(inventorySegmentsDesc, float64(e.found), name)
-		g(inventoryShrunkDesc, float64(e.shrunk), name)
 		for _, s := range e.inv.Segments {
 			g(segmentContextsDesc, float64(s.Included), name, s.Ref, "included")
 			g(segmentContextsDesc, float64(s.Excluded), name, s.Ref, "excluded")

@@ -66,7 +66,8 @@ bigseg_inventory_interval_seconds{environment="production"} 3600
 }
 
 // TestInventoryBeforeAnyScan: until a scan completes, the timestamp is when the loop began
-// waiting (so the alert on its age fires if the first never ends), and no counts are exported.
+// waiting (so the alert on its age fires if the first never ends), no segment shrank, and no
+// counts are exported.
 func TestInventoryBeforeAnyScan(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	inv := metrics.New(reg).Inventory(time.Hour, 2)
@@ -74,23 +75,32 @@ func TestInventoryBeforeAnyScan(t *testing.T) {
 	inv.Scanned("production", segments.Inventory{State: segments.ScanNone}, 0)
 	after := time.Now()
 	inv.Scanned("production", segments.Inventory{State: segments.ScanRunning}, 0)
-	if n, err := testutil.GatherAndCount(reg, "bigseg_segment_contexts", "bigseg_inventory_contexts", "bigseg_inventory_segments_shrunk"); err != nil || n != 0 {
+	if n, err := testutil.GatherAndCount(reg, "bigseg_segment_contexts", "bigseg_inventory_contexts", "bigseg_inventory_segments"); err != nil || n != 0 {
 		t.Errorf("%d counts before any scan (%v), want none", n, err)
 	}
+	got := gauges(t, reg)
+	if ts := got["bigseg_inventory_scan_timestamp_seconds"]; ts < float64(before.UnixMilli())/1000 || ts > float64(after.UnixMilli())/1000 {
+		t.Errorf("timestamp before any scan %v, want between %v and %v", ts, before, after)
+	}
+	if shrunk, ok := got["bigseg_inventory_segments_shrunk"]; !ok || shrunk != 0 {
+		t.Errorf("shrunk before any scan: %v (exported: %v), want 0", shrunk, ok)
+	}
+}
+
+// gauges returns the value of each gauge of reg (the last series of each name).
+func gauges(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() == "bigseg_inventory_scan_timestamp_seconds" {
-			got := f.Metric[0].Gauge.GetValue()
-			if got < float64(before.UnixMilli())/1000 || got > float64(after.UnixMilli())/1000 {
-				t.Errorf("timestamp before any scan %v, want between %v and %v", got, before, after)
-			}
-			return
+		for _, m := range f.Metric {
+			out[f.GetName()] = m.Gauge.GetValue()
 		}
 	}
-	t.Error("no bigseg_inventory_scan_timestamp_seconds")
+	return out
 }
 
 // TestInventorySeriesPerEnvironment: the inventory is counted apart from the other metrics'
