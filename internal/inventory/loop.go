@@ -124,13 +124,13 @@ func (l *Loop) round(ctx context.Context) {
 			l.load(ctx, t)
 			continue
 		}
-		l.scan(ctx, t)
+		l.scanOne(ctx, t)
 	}
 }
 
-// scan counts t's store, publishing State running while it does (with the last complete
+// scanOne counts t's store, publishing State running while it does (with the last complete
 // counts), then the new counts, or the last complete ones with the error.
-func (l *Loop) scan(ctx context.Context, t *target) {
+func (l *Loop) scanOne(ctx context.Context, t *target) {
 	log := l.log.With("environment", t.env.Name)
 	prev := t.env.Inventory()
 	running := prev
