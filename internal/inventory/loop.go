@@ -24,11 +24,11 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// Settings are the operator's: how often, how fast, and how much of the result the metrics get.
+// Settings are the operator's: how often and how fast. (How many segments the metrics export is
+// metrics.Inventory's; the scan counts all.)
 type Settings struct {
 	Interval       time.Duration // between two scans of every environment; 0 or less: no scans
 	ReadsPerSecond int           // contexts read a second while a scan runs; 0 or less: no limit
-	MaxSegments    int           // segments of each environment exported as metrics, the largest (the scan counts all)
 }
 
 // Observer is told of each environment's inventory as it is published: the last complete

@@ -20,7 +20,7 @@ const interval = time.Hour
 
 // newLoop returns a loop over envs on fc's clock, logging to logs.
 func newLoop(fc *fakeClock, logs *bytes.Buffer, obs Observer, envs ...*segments.Environment) *Loop {
-	l := New(envs, Settings{Interval: interval, MaxSegments: 10}, slog.New(slog.NewTextHandler(logs, nil)), obs)
+	l := New(envs, Settings{Interval: interval}, slog.New(slog.NewTextHandler(logs, nil)), obs)
 	l.clock = fc.clock()
 	return l
 }
