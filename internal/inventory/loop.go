@@ -1,0 +1,224 @@
+// Package inventory counts, every interval, the contexts that each segment of every
+// environment's store includes and excludes: what an operator compares with what LaunchDarkly
+// shows, and what alerts watch (a segment that lost half its contexts, a scan that no longer
+// completes).
+//
+// One loop (Loop.Run) scans every environment whose store is a segments.Scanner, one at a time,
+// at most Settings.ReadsPerSecond contexts a second, and publishes each result on its
+// Environment (SetInventory) and to an Observer (the metrics). Its memory grows with the
+// segments found, never with the contexts. A store that replicas share (a Fleet: Redis,
+// DynamoDB) is scanned by the one replica that holds its lease, which stores the result; the
+// others load it and serve it. Report runs one scan for the server inventory command.
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// Settings are the operator's: how often and how fast. (How many segments the metrics export is
+// metrics.Inventory's; the scan counts all.)
+type Settings struct {
+	Interval       time.Duration // between two scans of every environment; 0 or less: no scans
+	ReadsPerSecond int           // contexts read a second while a scan runs; 0 or less: no limit
+}
+
+// Observer is told of each environment's inventory as it is published: the last complete
+// scan's (State ScanNone before any, as Run tells it at its start), and how many segments lost
+// more than half their contexts between it and the scan before. metrics.Inventory is one.
+type Observer interface {
+	Scanned(environment string, inv segments.Inventory, shrunk int)
+}
+
+// Fleet is a store that replicas share and that can elect one of them to scan it, and keep
+// that scan's result for the others: so that N replicas read the store once an interval, not N
+// times, and all answer the same counts.
+type Fleet interface {
+	// TakeLease takes or renews the scan lease for owner for ttl, and says whether owner holds
+	// it. A store user not allowed to write returns an error that is fs.ErrPermission.
+	TakeLease(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	// SaveInventory stores the last scan's result.
+	SaveInventory(ctx context.Context, data []byte) error
+	// LoadInventory returns the result last stored, nil (and no error) if none.
+	LoadInventory(ctx context.Context) ([]byte, error)
+}
+
+// Loop scans every environment's store, in turn, every interval (Run).
+type Loop struct {
+	targets  []*target
+	settings Settings
+	log      *slog.Logger
+	obs      Observer
+	owner    string // this process's name for leases: its host name and a random suffix
+	clock    clock
+}
+
+// target is one environment the loop scans, and what the loop remembers of it.
+type target struct {
+	env      *segments.Environment
+	sc       segments.Scanner
+	fleet    Fleet // nil: this replica scans the store alone
+	readOnly bool  // the store refused this replica the lease: it only loads
+	shrunk   int   // of the inventory published
+}
+
+// New returns the loop over envs that have a Scanner store (the others are never scanned).
+// obs may be nil.
+func New(envs []*segments.Environment, s Settings, log *slog.Logger, obs Observer) *Loop {
+	l := &Loop{settings: s, log: log, obs: obs, owner: owner(), clock: realClock}
+	for _, e := range envs {
+		if sc, ok := e.Store.(segments.Scanner); ok {
+			fleet, _ := e.Store.(Fleet)
+			l.targets = append(l.targets, &target{env: e, sc: sc, fleet: fleet})
+		}
+	}
+	return l
+}
+
+// owner names this process among replicas: its host name (a pod's name) tells an operator who
+// holds a lease, and the random part tells two processes of one host apart.
+func owner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// Run scans (or loads) every environment at once and then every interval, until ctx ends;
+// with no interval, or no environment to scan, it returns at once. It returns nil: a failed
+// scan is logged and published on its environment, and the next interval tries again.
+func (l *Loop) Run(ctx context.Context) error {
+	if l.settings.Interval <= 0 || len(l.targets) == 0 {
+		return nil
+	}
+	for _, t := range l.targets {
+		l.publish(t, t.env.Inventory())
+	}
+	tick := time.NewTicker(l.settings.Interval)
+	defer tick.Stop()
+	for {
+		l.round(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// round scans, or loads, each environment once.
+func (l *Loop) round(ctx context.Context) {
+	for _, t := range l.targets {
+		if ctx.Err() != nil {
+			return
+		}
+		if t.fleet != nil && !l.lead(ctx, t) {
+			l.load(ctx, t)
+			continue
+		}
+		l.scanOne(ctx, t)
+	}
+}
+
+// scanOne counts t's store, publishing State running while it does (with the last complete
+// counts), then the new counts, or the last complete ones with the error.
+func (l *Loop) scanOne(ctx context.Context, t *target) {
+	log := l.log.With("environment", t.env.Name)
+	prev := t.env.Inventory()
+	running := prev
+	running.State = segments.ScanRunning
+	t.env.SetInventory(running)
+	inv, err := scan(ctx, t.env, t.sc, l.settings.ReadsPerSecond, l.clock, nil)
+	if err != nil {
+		if ctx.Err() == nil {
+			prev.LastError, prev.LastErrorAt = err.Error(), l.clock.now()
+			log.Warn("inventory scan failed; the last complete counts stay", "err", err)
+		}
+		t.env.SetInventory(prev)
+		return
+	}
+	n := 0
+	if !prev.FinishedAt.IsZero() {
+		n = shrunk(prev.Segments, inv.Segments)
+	}
+	t.env.SetInventory(inv)
+	t.shrunk = n
+	l.publish(t, inv)
+	log.Info("inventory scan complete", "contexts", inv.Contexts, "segments", len(inv.Segments),
+		"shrunk", n, "duration", inv.FinishedAt.Sub(inv.StartedAt))
+	if t.fleet != nil {
+		l.save(ctx, t, inv)
+	}
+}
+
+func (l *Loop) publish(t *target, inv segments.Inventory) {
+	if l.obs != nil {
+		l.obs.Scanned(t.env.Name, inv, t.shrunk)
+	}
+}
+
+// lead takes (or renews) t's scan lease, and says whether this replica scans. The lease lasts
+// an interval and a half: its holder renews it each interval (after scanning the environments
+// before it), and when the holder stops, another replica scans within two and a half intervals
+// of its last scan, inside the alert's three.
+func (l *Loop) lead(ctx context.Context, t *target) bool {
+	if t.readOnly {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	held, err := t.fleet.TakeLease(ctx, l.owner, l.settings.Interval*3/2)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		t.readOnly = true
+		l.log.Warn("this replica will not scan the store for the inventory: its store user may not write the scan lease; it serves the counts another replica stores",
+			"environment", t.env.Name, "err", err)
+		return false
+	case err != nil:
+		l.log.Warn("take the inventory scan lease", "environment", t.env.Name, "err", err)
+		return false
+	}
+	return held
+}
+
+// save stores inv for the other replicas.
+func (l *Loop) save(ctx context.Context, t *target, inv segments.Inventory) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := t.fleet.SaveInventory(ctx, encode(t.env.Name, inv, t.shrunk)); err != nil {
+		l.log.Warn("store the inventory for the other replicas", "environment", t.env.Name, "err", err)
+	}
+}
+
+// load serves the result the lease holder stored, if newer than the one served.
+func (l *Loop) load(ctx context.Context, t *target) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	data, err := t.fleet.LoadInventory(ctx)
+	if err == nil && data == nil {
+		return
+	}
+	var inv segments.Inventory
+	var n int
+	if err == nil {
+		inv, n, err = decode(data)
+	}
+	if err != nil {
+		l.log.Warn("load the inventory another replica stored", "environment", t.env.Name, "err", err)
+		return
+	}
+	if inv.FinishedAt.Equal(t.env.Inventory().FinishedAt) {
+		return
+	}
+	t.env.SetInventory(inv)
+	t.shrunk = n
+	l.publish(t, inv)
+}
