@@ -2,8 +2,18 @@ package segments
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
+	"unique"
 )
 
 // Store is where a synchronizer has written one environment's Big Segments. Like the SDKs'
@@ -47,3 +57,109 @@ var (
 	ErrInvalidData      = errors.New("invalid Big Segment data")             // a membership not answerable as it is (a ref not UTF-8)
 	ErrStoreUnreachable = errors.New("the Big Segment store is unreachable") // the last poll could not reach the store
 )
+
+// MaxHashLen bounds a context hash from callers: any canonical base64 up to this long is
+// accepted (LaunchDarkly's store test suites send hashes shorter than Hash's 44 characters,
+// which a store must answer), and malformed input never turns into large store keys.
+const MaxHashLen = 128
+
+// Hash returns the Big Segments hash of a context key, under which synchronizers store its
+// memberships: standard, padded base64 of the SHA-256 of the key's bytes.
+func Hash(contextKey string) string {
+	sum := sha256.Sum256([]byte(contextKey))
+	var b [44]byte
+	base64.StdEncoding.Encode(b[:], sum[:])
+	return string(b[:]) // one allocation, where EncodeToString makes two
+}
+
+// hashWanted ends every ValidateHash error: what a context hash is.
+const hashWanted = "a context hash is the standard base64 (44 characters, padded) of the 32-byte SHA-256 of the context key"
+
+// ValidateHash says why s cannot be a context hash, or nil: it must be standard, padded
+// base64 in canonical form (unused bits zero: "QQ==", not "QR==", which decodes the same), at
+// most MaxHashLen long, and not a hex digest, so that a caller's mistake (a hex SHA-256, a
+// URL-safe alphabet, a lost escape) is an error, not "no membership".
+func ValidateHash(s string) error {
+	if len(s) > MaxHashLen {
+		return fmt.Errorf("context hash is %d characters long, more than %d; %s", len(s), MaxHashLen, hashWanted)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+	_, err := base64.StdEncoding.Strict().DecodeString(s)
+	switch i := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune(alphabet, r) }); {
+	case s == "":
+		return errors.New("context hash is empty; " + hashWanted)
+	case i >= 0:
+		return fmt.Errorf("context hash has a character outside the standard base64 alphabet at offset %d; %s", i, hashWanted)
+	case len(s) >= 32 && strings.Trim(s, "0123456789abcdefABCDEF") == "": // also base64, but never the SHA-256 of a key
+		return errors.New("context hash looks like hex; " + hashWanted)
+	case err != nil:
+		return errors.New("context hash is not canonical padded base64; " + hashWanted)
+	}
+	return nil
+}
+
+// Membership is the set of Big Segment refs (such as "beta-users.g3") that a context is
+// included in or excluded from; the zero value is "no membership". Identical sets share one
+// interned encoding, so a cache holds each distinct set once.
+type Membership struct {
+	h unique.Handle[string] // per ref, in order: '+' (included) or '-', its length (uvarint), the ref
+}
+
+// NewMembership returns the membership with the given refs. A ref listed as both included and
+// excluded is included, as in the SDKs.
+func NewMembership(included, excluded []string) Membership {
+	if len(included)+len(excluded) == 0 {
+		return Membership{}
+	}
+	flags := make(map[string]byte, len(included)+len(excluded))
+	for i, refs := range [][]string{excluded, included} {
+		for _, r := range refs {
+			flags[r] = "-+"[i]
+		}
+	}
+	var buf []byte
+	for _, r := range slices.Sorted(maps.Keys(flags)) {
+		buf = append(binary.AppendUvarint(append(buf, flags[r]), uint64(len(r))), r...)
+	}
+	return Membership{unique.Make(string(buf))}
+}
+
+// All yields each ref with true for included or false for excluded, in ascending byte order of
+// the refs, so that encoders get a stable order without sorting.
+func (m Membership) All() iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
+		for s := m.encoded(); len(s) > 0; {
+			n, w := binary.Uvarint([]byte(s[1:min(len(s), 1+binary.MaxVarintLen64)])) // on the stack: no allocation
+			ref, included := s[1+w:1+w+int(n)], s[0] == '+'
+			if s = s[1+w+int(n):]; !yield(ref, included) {
+				return
+			}
+		}
+	}
+}
+
+func (m Membership) encoded() string {
+	if m.h == (unique.Handle[string]{}) {
+		return ""
+	}
+	return m.h.Value()
+}
+
+// Len returns the number of distinct refs.
+func (m Membership) Len() int {
+	n := 0
+	for range m.All() {
+		n++
+	}
+	return n
+}
+
+// validUTF8 reports whether every ref is valid UTF-8, as JSON answers need.
+func (m Membership) validUTF8() bool {
+	for r := range m.All() {
+		if !utf8.ValidString(r) {
+			return false
+		}
+	}
+	return true
+}
