@@ -15,7 +15,7 @@ import (
 )
 
 const (
-	cursorTTL            = time.Hour        // how long an answer is cached while the store has a cursor (a new one drops it sooner)
+	cursorTTL            = time.Hour        // an answer's TTL while the store has a cursor (a new one drops it sooner)
 	readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
 )
 
@@ -47,9 +47,12 @@ type state struct {
 	batchSlots chan struct{}      // batches' share of them: at most half, so that single lookups always have some
 }
 
+// newGoCache is a go-cache whose expiry, on time.Now, is off: entries carry their own.
+func newGoCache() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
+
 type cacheEntry struct {
 	m       Membership
-	expires int64 // unix nanoseconds on the injected clock: go-cache's own expiry reads time.Now
+	expires int64 // unix nanoseconds
 }
 
 // Answer is what a lookup answers for one context.
@@ -62,7 +65,7 @@ type Answer struct {
 }
 
 // LookupHash answers for the context with the given hash (Hash of its key, or a caller's
-// hash checked with ValidateHash). Before the first poll has finished it polls inline.
+// hash checked with ValidateHash).
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 	if st, _, m, hit := e.get(hash); hit && st != nil {
 		return e.answer(hash, m, st.LookupStatus(), true)
@@ -123,14 +126,11 @@ func (e *Environment) answer(hash string, m Membership, status LookupStatus, cac
 	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
 }
 
-// readShared reads hash once for every lookup of it that began in cache generation gen, and
-// never for one that began in another: a lookup that begins after a change never gets a read
-// begun before it. The read runs in the first caller's context: it takes a read slot only
-// while that caller waits, and if that caller goes before the lookup timeout, the others read
-// again. A read that took the whole lookup timeout failed for all: the store is that slow.
+// readShared reads hash once for every lookup of it begun in cache generation gen, in the
+// first caller's context: if that caller goes before the lookup timeout, the others read again.
 func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
 	for key := strconv.FormatUint(gen, 10) + " " + hash; ; {
-		ch := e.flight.DoChan(key, func() (any, error) { // DoChan: each caller waits only as long as it lasts
+		ch := e.flight.DoChan(key, func() (any, error) {
 			r := e.readStore(ctx, []string{hash}, e.slots)[0]
 			if r.Err == nil || context.Cause(ctx) == e.svc.timeout {
 				return r, nil // read, or given the whole lookup timeout: the store's answer
@@ -148,9 +148,8 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships once it holds a slot of each semaphore, taken under ctx: a
-// caller that has gone takes none. It returns one Read per hash, always (a store that panics
-// or miscounts fails the read).
+// readStore reads memberships once it holds a slot of each semaphore, taken under ctx. It
+// returns one Read per hash, always: a store that panics or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
@@ -181,8 +180,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	return reads
 }
 
-// safely runs a store call, a panic in it an error: a store that panics fails its read, on
-// every path (a panic on DoChan's goroutine would end the process), and the process goes on.
+// safely runs a store call, a panic in it an error (on DoChan's goroutine, it would end the process).
 func safely(call func()) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -201,8 +199,7 @@ func failAll(n int, err error) []Read {
 	return reads
 }
 
-// readFailed wraps err as a failed read of hash and logs it, at most once per
-// readErrorLogInterval, by hash: keys are personal data.
+// readFailed wraps err as a failed read of hash and logs it, at most once per interval.
 func (e *Environment) readFailed(ctx context.Context, hash string, err error) error {
 	err = fmt.Errorf("read membership: %w", err)
 	if errors.Is(context.Cause(ctx), context.Canceled) {
@@ -222,13 +219,12 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) er
 	return err
 }
 
-// get returns the status, the cache generation and, unless absent or expired, the membership
-// cached for hash; a hit in the old go-cache is copied into the young one.
+// get returns the status, the cache generation and the membership cached for hash, if any.
 func (e *Environment) get(hash string) (st *StoreStatus, gen uint64, m Membership, hit bool) {
 	e.mu.RLock()
 	st, gen, young, old := e.status, e.gen, e.young, e.old
 	e.mu.RUnlock()
-	if young == nil { // the cache is off
+	if young == nil {
 		return st, gen, m, false
 	}
 	v, inYoung := young.Get(hash)
@@ -245,8 +241,7 @@ func (e *Environment) get(hash string) (st *StoreStatus, gen uint64, m Membershi
 	return st, gen, en.m, true
 }
 
-// put caches en for hash unless its generation gen is over, first making the young go-cache
-// the old one (dropping the old one whole) if en would take it past half the bound.
+// put caches en for hash unless its generation gen is over.
 func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -254,7 +249,7 @@ func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 		return
 	}
 	if _, replaces := e.young.Get(hash); !replaces && e.young.ItemCount() >= e.half {
-		e.young, e.old = gocache.New(gocache.NoExpiration, 0), e.young
+		e.young, e.old = newGoCache(), e.young
 	}
 	e.young.Set(hash, en, gocache.NoExpiration)
 }

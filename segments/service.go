@@ -6,15 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	gocache "github.com/patrickmn/go-cache"
 )
 
-// Defaults: the cache TTL, poll interval and staleness threshold are the SDKs'; the cache is
-// larger than an SDK's 1000, as suits a service shared by many callers.
+// Defaults: the SDKs' TTL, poll interval and staleness; a cache larger than their 1000 entries.
 const (
 	DefaultCacheSize     = 100_000
 	DefaultCacheTTL      = 5 * time.Second
@@ -22,17 +20,16 @@ const (
 	DefaultStaleAfter    = 2 * time.Minute
 	DefaultLookupTimeout = time.Second
 	DefaultReadsInFlight = 4
+	recoveryPollInterval = time.Second // how often Run polls while a store is unreachable, if sooner
 )
 
-// Service holds every environment served, their poll loop (Run), their readiness and the
-// channel of their changes.
+// Service holds every environment served, their poll loop (Run), readiness and changes.
 type Service struct {
-	envs []*Environment
-	read func(ctx context.Context) []MetadataRead // every environment's metadata, in order
-
+	envs                                              []*Environment
+	read                                              func(ctx context.Context) []MetadataRead // every environment's metadata, in order
 	cacheSize, readsInFlight                          int
 	cacheTTL, pollInterval, staleAfter, lookupTimeout time.Duration
-	timeout                                           error // the cause of a lookup's end at lookupTimeout, made once
+	timeout                                           error // the cause of a lookup's end at lookupTimeout: a deadline exceeded
 	readyRequiresFresh                                bool
 	now                                               func() time.Time
 	log                                               *slog.Logger
@@ -62,15 +59,14 @@ func WithStaleAfter(d time.Duration) Option { return func(s *Service) { s.staleA
 // WithLookupTimeout bounds how long a lookup, batch or poll waits for the store; zero: no bound.
 func WithLookupTimeout(d time.Duration) Option { return func(s *Service) { s.lookupTimeout = d } }
 
-// WithReadsInFlight bounds an environment's store reads at once; batches take at most half of
-// them (at least one).
+// WithReadsInFlight bounds an environment's store reads at once; batches take at most half.
 func WithReadsInFlight(n int) Option { return func(s *Service) { s.readsInFlight = n } }
 
 // WithReadyRequiresFresh makes Readiness false while data is stale, not only unavailable.
 func WithReadyRequiresFresh(b bool) Option { return func(s *Service) { s.readyRequiresFresh = b } }
 
-// WithMetadataRead sets how a poll reads every environment's metadata at once (one round trip
-// on a database that holds them all), in order; by default each store's is read in turn.
+// WithMetadataRead sets how a poll reads every environment's metadata, in order, at once (one
+// round trip to a database that holds them all); by default each store's is read in turn.
 func WithMetadataRead(read func(ctx context.Context) []MetadataRead) Option {
 	return func(s *Service) { s.read = read }
 }
@@ -82,14 +78,13 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
 // WithErrorCode adds code(err), a bounded name of a store error (an AWS error code), to the
-// log lines of failed reads and of the store becoming unavailable, for searching by cause.
+// log lines of store errors, for searching by cause.
 func WithErrorCode(code func(error) string) Option { return func(s *Service) { s.errorCode = code } }
 
 // WithObserver sets who is told of each environment's lookups, reads and polls (metrics).
 func WithObserver(of func(*Environment) Observer) Option { return func(s *Service) { s.observer = of } }
 
-// New returns the Service of envs: at least one, each with a store and a name of its own. It
-// starts nothing: Run does.
+// New returns the Service of envs, each with a store and a name of its own. It starts nothing.
 func New(envs []Environment, opts ...Option) (*Service, error) {
 	s := &Service{cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, pollInterval: DefaultPollInterval,
 		staleAfter: DefaultStaleAfter, lookupTimeout: DefaultLookupTimeout, readsInFlight: DefaultReadsInFlight,
@@ -103,28 +98,24 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 	if s.readsInFlight = max(s.readsInFlight, 1); s.read == nil {
 		s.read = s.readEach
 	}
-	// A deadline exceeded, so that logs and metrics give it that code.
 	s.timeout = fmt.Errorf("no answer within %v: %w", s.lookupTimeout, context.DeadlineExceeded)
 	s.changes.Store(new(make(chan struct{})))
 	if len(envs) == 0 {
 		return nil, errors.New("no environment to serve")
 	}
-	seen := map[string]bool{}
-	for _, in := range envs {
+	for i, in := range envs {
 		switch err := ValidateName(in.Name); {
 		case err != nil:
 			return nil, fmt.Errorf("environment %q: %w", in.Name, err)
-		case seen[in.Name]:
+		case slices.ContainsFunc(envs[:i], func(o Environment) bool { return o.Name == in.Name }):
 			return nil, fmt.Errorf("environment %q is given twice", in.Name)
 		case in.Store == nil:
 			return nil, fmt.Errorf("environment %q has no store", in.Name)
 		}
-		seen[in.Name] = true
 		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: s.log, state: &state{
 			slots: make(chan struct{}, s.readsInFlight), batchSlots: make(chan struct{}, max(s.readsInFlight/2, 1))}}
 		if s.cacheTTL > 0 && s.cacheSize > 0 {
-			e.half = max(s.cacheSize/len(envs)/2, 1)
-			e.young, e.old = gocache.New(gocache.NoExpiration, 0), gocache.New(gocache.NoExpiration, 0)
+			e.half, e.young, e.old = max(s.cacheSize/len(envs)/2, 1), newGoCache(), newGoCache()
 		}
 		if len(envs) > 1 {
 			e.log = s.log.With("environment", e.Name)
@@ -135,8 +126,7 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 	return s, nil
 }
 
-// ValidateName says why name cannot be an environment's (it is part of paths), or nil. (A
-// regexp of the rule would keep 50 KB of heap for good.)
+// ValidateName says why name cannot be an environment's, or nil. (A regexp would keep 50 KB.)
 func ValidateName(name string) error {
 	ok := len(name) > 0 && len(name) <= 63 && name[0] != '-' && name[0] != '_'
 	for i := 0; ok && i < len(name); i++ {
@@ -156,28 +146,25 @@ func (s *Service) Environments() []*Environment { return s.envs }
 func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
 
 // Changes returns a channel closed by the next poll that changes an environment's Available,
-// Stale or data: take it, read the statuses, wait, and take it again. A subscriber never holds
-// up the loop and, however slow, ends up with the latest.
+// Stale or data: take it, read the statuses, wait, take it again; however slow, a subscriber
+// ends up with the latest, and never holds up the loop.
 func (s *Service) Changes() <-chan struct{} { return *s.changes.Load() }
 
-// Drain marks the service as shutting down: Readiness is false from now on, so that load
-// balancers stop sending traffic, which is still answered meanwhile.
+// Drain makes Readiness false from now on, so that load balancers stop sending traffic.
 func (s *Service) Drain() { s.draining.Store(true) }
 
 // Draining reports whether Drain was called.
 func (s *Service) Draining() bool { return s.draining.Load() }
 
-// Readiness says whether this instance should get traffic, and if not why, naming each
-// environment that keeps it from it when there are several.
+// Readiness says whether this instance should get traffic, and if not why.
 func (s *Service) Readiness() (ready bool, reason string) {
 	if s.Draining() {
 		return false, "shutting down"
 	}
 	var not []string
 	for _, e := range s.envs {
-		st, polled := e.Status()
 		why := "the store's status has not been polled yet"
-		switch {
+		switch st, polled := e.Status(); {
 		case polled && !st.Available:
 			why = "the Big Segment store is unavailable"
 		case polled && s.readyRequiresFresh && st.Stale:
@@ -193,7 +180,6 @@ func (s *Service) Readiness() (ready bool, reason string) {
 	return len(not) == 0, strings.Join(not, "; ")
 }
 
-// withTimeout bounds ctx by the lookup timeout, if there is one.
 func (s *Service) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.lookupTimeout <= 0 {
 		return ctx, func() {}
@@ -201,7 +187,6 @@ func (s *Service) withTimeout(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeout)
 }
 
-// errAttrs are the log attributes of a store error: its text and, with WithErrorCode, its code.
 func (s *Service) errAttrs(err error) []any {
 	if s.errorCode == nil {
 		return []any{"err", err.Error()}
@@ -215,17 +200,14 @@ const (
 	OpMetadata    = "metadata"
 )
 
-// Observer is told what an environment does, for metrics. It is called synchronously on hot
-// paths, so it must be fast and safe for concurrent use.
+// Observer is told what an environment does, for metrics, on hot paths: it must be fast.
 type Observer interface {
-	// Lookup is called once per context looked up, with its status and whether it was cached.
+	// Lookup is called once per context looked up.
 	Lookup(status LookupStatus, cached bool)
-	// StoreRead is called after every store read with its operation, duration and error; for
-	// metadata, once a poll (all environments' in one read), on the first environment's
-	// Observer, with no error: each environment's failure is told by its StatusPolled.
+	// StoreRead is called after every store read; for metadata, once a poll (one read for
+	// all), on the first environment's Observer, with no error (StatusPolled has each's).
 	StoreRead(op string, d time.Duration, err error)
-	// StatusPolled is called after every poll; changed says whether Available or Stale
-	// differs from the poll before (always true for the first).
+	// StatusPolled is called after every poll; changed: Available or Stale changed.
 	StatusPolled(st StoreStatus, err error, changed bool)
 	// DataChanged is called when a poll finds a new cursor: the cache was just dropped.
 	DataChanged()
@@ -238,11 +220,7 @@ func (nopObserver) StoreRead(string, time.Duration, error) {}
 func (nopObserver) StatusPolled(StoreStatus, error, bool)  {}
 func (nopObserver) DataChanged()                           {}
 
-// recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
-const recoveryPollInterval = time.Second
-
-// LookupStatus says how far a lookup's answer can be trusted: the values and precedence of
-// the SDKs' BigSegmentsStatus.
+// LookupStatus says how far a lookup's answer can be trusted, as the SDKs' BigSegmentsStatus.
 type LookupStatus string
 
 // Lookup statuses, in order of precedence.
@@ -276,25 +254,19 @@ func (s StoreStatus) LookupStatus() LookupStatus {
 	return Healthy
 }
 
-// Status returns the environment's last polled status, never reading the store, and false
-// before the first poll has finished (unavailable and stale, as never synchronized).
+// Status returns the environment's last polled status, and false before the first poll.
 func (e *Environment) Status() (StoreStatus, bool) {
-	if st, _ := e.snapshot(); st != nil {
-		return *st, true
-	}
-	return StoreStatus{Stale: true}, false
+	st, _ := e.snapshot()
+	return *cmp.Or(st, &StoreStatus{Stale: true}), st != nil
 }
 
-// snapshot is the last status (nil before the first poll) and the cache generation.
 func (e *Environment) snapshot() (*StoreStatus, uint64) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.status, e.gen
 }
 
-// firstStatus is the last status and the cache generation or, before the first poll has
-// finished, those after a poll, unless one finished meanwhile, within ctx, so that the first
-// lookups get a true status.
+// firstStatus is snapshot's, after a poll within ctx if none has finished yet.
 func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
 	st, gen := e.snapshot()
 	if st == nil {
@@ -306,13 +278,11 @@ func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
 	return st, gen
 }
 
-// Poll polls every environment now, once the poll running (if any), whose read may predate
-// what the caller changed, is done.
+// Poll polls every environment now, after the poll running (if any), which may predate a change.
 func (s *Service) Poll(ctx context.Context) { s.poll(ctx, func() bool { return true }) }
 
-// poll takes the poll lock within ctx and polls if still needed: polls run one at a time, so
-// that a slow poll never overwrites a later one. A poll whose caller has gone (Run ending, a
-// lookup's caller hanging up) records nothing: that is no failure of the store.
+// poll takes the poll lock within ctx and polls if still needed. A poll whose caller has gone
+// records nothing: that is no failure of the store.
 func (s *Service) poll(ctx context.Context, needed func() bool) {
 	select {
 	case s.polling <- struct{}{}:
@@ -344,7 +314,6 @@ func (s *Service) poll(ctx context.Context, needed func() bool) {
 	}
 }
 
-// readEach is the metadata read without WithMetadataRead.
 func (s *Service) readEach(ctx context.Context) []MetadataRead {
 	reads := make([]MetadataRead, len(s.envs))
 	for i, e := range s.envs {
@@ -355,8 +324,7 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 	return reads
 }
 
-// record publishes the status after a poll that read md and err, and says whether
-// Available, Stale or the data (a new cursor, which drops the cache with it) changed.
+// record publishes the status after a poll, and says whether Available, Stale or the data changed.
 func (e *Environment) record(md Metadata, err error) bool {
 	now := e.svc.now()
 	e.mu.Lock()
@@ -380,16 +348,14 @@ func (e *Environment) record(md Metadata, err error) bool {
 	}
 	// The SDKs' rule; a synchronization time in the future (clock skew) is not stale.
 	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.staleAfter
-	if dataChanged { // a new generation, with an empty pair: nothing cached before is served
+	if e.status = &st; dataChanged { // a new generation, with an empty pair: nothing cached before is served
 		if e.gen++; e.young != nil {
-			e.young, e.old = gocache.New(gocache.NoExpiration, 0), gocache.New(gocache.NoExpiration, 0)
+			e.young, e.old = newGoCache(), newGoCache()
 		}
 	}
-	e.status = &st
 	e.mu.Unlock()
 	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
-	e.obs.StatusPolled(st, err, changed)
-	if dataChanged {
+	if e.obs.StatusPolled(st, err, changed); dataChanged {
 		e.obs.DataChanged()
 		e.log.Debug("big segment data changed", "cursor", st.Cursor)
 	}
@@ -410,14 +376,12 @@ func (e *Environment) record(md Metadata, err error) bool {
 	return changed || dataChanged
 }
 
-// Run is the poll loop of every environment: it polls at once, then every poll interval (every
-// second while a store is unreachable, if sooner), until ctx ends.
+// Run polls at once, then every poll interval (every second while a store is unreachable).
 func (s *Service) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
+	for timer := time.NewTimer(0); ; {
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return nil
 		case <-timer.C:
 			s.Poll(ctx)

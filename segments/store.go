@@ -19,8 +19,7 @@ import (
 // Store is where a synchronizer has written one environment's Big Segments. Like the SDKs'
 // store it sees context hashes only; the package documentation has the whole contract.
 type Store interface {
-	// Memberships reads the given contexts' memberships, in one round trip where the store
-	// allows it: one Read per hash, in order; nothing stored is the zero Membership.
+	// Memberships reads the contexts' memberships: one Read per hash, in order.
 	Memberships(ctx context.Context, hashes []string) []Read
 	// Metadata reads what the synchronizer last recorded about the data as a whole.
 	Metadata(ctx context.Context) (Metadata, error)
@@ -44,8 +43,7 @@ type MetadataRead struct {
 	Err      error
 }
 
-// Bounds on a store's metadata, which every store and fixture must agree on: a store reads no
-// more than these and reports larger values as ErrInvalidMetadata.
+// Bounds on a store's metadata: a store reports larger values as ErrInvalidMetadata.
 const (
 	MaxSynchronizedOnMillis int64 = 253402300799999 // the last millisecond of year 9999, the last RFC 3339 can write
 	MaxCursorBytes                = 1024
@@ -58,9 +56,7 @@ var (
 	ErrStoreUnreachable = errors.New("the Big Segment store is unreachable") // the last poll could not reach the store
 )
 
-// MaxHashLen bounds a context hash from callers: any canonical base64 up to this long is
-// accepted (LaunchDarkly's store test suites send hashes shorter than Hash's 44 characters,
-// which a store must answer), and malformed input never turns into large store keys.
+// MaxHashLen bounds a context hash from callers, so that no input makes a large store key.
 const MaxHashLen = 128
 
 // Hash returns the Big Segments hash of a context key, under which synchronizers store its
@@ -72,13 +68,10 @@ func Hash(contextKey string) string {
 	return string(b[:]) // one allocation, where EncodeToString makes two
 }
 
-// hashWanted ends every ValidateHash error: what a context hash is.
 const hashWanted = "a context hash is the standard base64 (44 characters, padded) of the 32-byte SHA-256 of the context key"
 
-// ValidateHash says why s cannot be a context hash, or nil: it must be standard, padded
-// base64 in canonical form (unused bits zero: "QQ==", not "QR==", which decodes the same), at
-// most MaxHashLen long, and not a hex digest, so that a caller's mistake (a hex SHA-256, a
-// URL-safe alphabet, a lost escape) is an error, not "no membership".
+// ValidateHash says why s cannot be a context hash, or nil, so that a caller's mistake (a hex
+// SHA-256, a URL-safe alphabet, a lost escape) is an error, not "no membership".
 func ValidateHash(s string) error {
 	if len(s) > MaxHashLen {
 		return fmt.Errorf("context hash is %d characters long, more than %d; %s", len(s), MaxHashLen, hashWanted)
@@ -100,7 +93,7 @@ func ValidateHash(s string) error {
 
 // Membership is the set of Big Segment refs (such as "beta-users.g3") that a context is
 // included in or excluded from; the zero value is "no membership". Identical sets share one
-// interned encoding, so a cache holds each distinct set once.
+// interned encoding, so that a cache holds each distinct set once.
 type Membership struct {
 	h unique.Handle[string] // per ref, in order: '+' (included) or '-', its length (uvarint), the ref
 }
@@ -124,8 +117,7 @@ func NewMembership(included, excluded []string) Membership {
 	return Membership{unique.Make(string(buf))}
 }
 
-// All yields each ref with true for included or false for excluded, in ascending byte order of
-// the refs, so that encoders get a stable order without sorting.
+// All yields each ref with true for included, in ascending byte order: encoders need not sort.
 func (m Membership) All() iter.Seq2[string, bool] {
 	return func(yield func(string, bool) bool) {
 		for s := m.encoded(); len(s) > 0; {
@@ -146,15 +138,13 @@ func (m Membership) encoded() string {
 }
 
 // Len returns the number of distinct refs.
-func (m Membership) Len() int {
-	n := 0
+func (m Membership) Len() (n int) {
 	for range m.All() {
 		n++
 	}
 	return n
 }
 
-// validUTF8 reports whether every ref is valid UTF-8, as JSON answers need.
 func (m Membership) validUTF8() bool {
 	for r := range m.All() {
 		if !utf8.ValidString(r) {
