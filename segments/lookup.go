@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -92,7 +93,7 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 			toRead = append(toRead, h)
 		}
 	}
-	reads := failAll(len(toRead), ErrStoreUnreachable)
+	reads := slices.Repeat([]Read{{Err: ErrStoreUnreachable}}, len(toRead))
 	switch {
 	case len(toRead) == 0 || st.Unreachable:
 	case batch:
@@ -156,7 +157,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		case sem <- struct{}{}:
 			defer func() { <-sem }()
 		case <-ctx.Done():
-			return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx)))
+			return slices.Repeat([]Read{{Err: e.readFailed(ctx, hashes[0], context.Cause(ctx))}}, len(hashes))
 		}
 	}
 	start, reads := time.Now(), []Read(nil)
@@ -165,7 +166,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		err = fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
 	}
 	if err != nil { // the store's own error is every context's
-		reads = failAll(len(hashes), e.readFailed(ctx, hashes[0], err))
+		reads = slices.Repeat([]Read{{Err: e.readFailed(ctx, hashes[0], err)}}, len(hashes))
 	}
 	var first error
 	for i, r := range reads {
@@ -189,14 +190,6 @@ func safely(call func()) (err error) {
 	}()
 	call()
 	return nil
-}
-
-func failAll(n int, err error) []Read {
-	reads := make([]Read, n)
-	for i := range reads {
-		reads[i].Err = err
-	}
-	return reads
 }
 
 // readFailed wraps err as a failed read of hash and logs it, at most once per interval.

@@ -328,10 +328,8 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 func (e *Environment) record(md Metadata, err error) bool {
 	now := e.svc.now()
 	e.mu.Lock()
-	prev, st := e.status, StoreStatus{}
-	if prev != nil {
-		st = *prev
-	}
+	prev := e.status
+	st := *cmp.Or(prev, &StoreStatus{})
 	st.Available, st.Unreachable, st.CheckedAt = err == nil, err != nil && !errors.Is(err, ErrInvalidMetadata), now
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
 	switch {

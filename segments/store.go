@@ -120,7 +120,10 @@ func NewMembership(included, excluded []string) Membership {
 // All yields each ref with true for included, in ascending byte order: encoders need not sort.
 func (m Membership) All() iter.Seq2[string, bool] {
 	return func(yield func(string, bool) bool) {
-		for s := m.encoded(); len(s) > 0; {
+		if m.h == (unique.Handle[string]{}) {
+			return
+		}
+		for s := m.h.Value(); len(s) > 0; {
 			n, w := binary.Uvarint([]byte(s[1:min(len(s), 1+binary.MaxVarintLen64)])) // on the stack: no allocation
 			ref, included := s[1+w:1+w+int(n)], s[0] == '+'
 			if s = s[1+w+int(n):]; !yield(ref, included) {
@@ -128,13 +131,6 @@ func (m Membership) All() iter.Seq2[string, bool] {
 			}
 		}
 	}
-}
-
-func (m Membership) encoded() string {
-	if m.h == (unique.Handle[string]{}) {
-		return ""
-	}
-	return m.h.Value()
 }
 
 // Len returns the number of distinct refs.
