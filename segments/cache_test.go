@@ -86,9 +86,8 @@ func TestCacheGenerations(t *testing.T) {
 		t.Error("an entry was served at its TTL")
 	}
 	_, gen := c.snapshot()
-	c.mu.Lock()
-	c.cache.invalidate()
-	c.mu.Unlock()
+	c.record(Metadata{}, nil)
+	c.record(Metadata{Cursor: "v2"}, nil) // a new cursor: a new generation
 	if got := c.CacheLen(); got != 0 {
 		t.Errorf("len = %d after invalidate", got)
 	}
@@ -127,7 +126,7 @@ func TestCacheBoundUnderConcurrentWriters(t *testing.T) {
 			observe := func() {
 				record(&maxLen, c.CacheLen())
 				c.mu.RLock()
-				record(&maxHalf, max(c.cache.young.ItemCount(), c.cache.old.ItemCount()))
+				record(&maxHalf, max(c.young.ItemCount(), c.old.ItemCount()))
 				c.mu.RUnlock()
 			}
 			var wg sync.WaitGroup

@@ -45,12 +45,12 @@
 // Answers are cached by hash, "no membership" included: a context with nothing stored is the
 // common case. A failed read is never cached, nor a membership that cannot be answered as it
 // is (a ref that is not UTF-8 fails its context with ErrInvalidData). An answer is cached for
-// the cursor TTL (WithCursorTTL, an hour) while the store has a cursor, since a new cursor
-// drops it anyway, and for the cache TTL (WithCache, the SDKs' 5 s) while it has none.
+// an hour while the store has a cursor, since a new cursor drops it anyway, and for the cache
+// TTL (WithCache, the SDKs' 5 s) while it has none.
 //
 // The cache is go-cache, which has no size bound of its own. The bound (WithCache, shared
-// evenly by the environments) is kept by a pair of go-caches: new entries go into the young one; an entry that would take it past half the bound first makes
-// it the old one, dropping the previous old one whole; a hit in the old one is copied into the
+// evenly by the environments) is kept by a pair of go-caches: new entries go into the young
+// one; an entry that would take it past half the bound first makes it the old one, dropping the previous old one whole; a hit in the old one is copied into the
 // young one. Every operation is O(1), the cache never holds more than its bound, and a context
 // looked up at least once per half-bound of new entries stays cached until its TTL, however
 // many one-off contexts pass through. go-cache's own expiry reads time.Now, which tests cannot
@@ -124,14 +124,6 @@
 // Readiness says whether an instance should get traffic: not once Drain was called, and not
 // while an environment's first poll has not finished, its store is unavailable, or, with
 // WithReadyRequiresFresh, its data is stale, naming each such environment.
-//
-// # Traces
-//
-// With WithTracerProvider, a lookup whose caller's span is being recorded is a span beneath
-// it, "lookup", with its environment, cache hit or miss and status (a batch: its contexts,
-// hits and worst status). A store read is a span, "read", beneath the lookup that began it,
-// and in no other lookup's trace: a lookup that shared it shows a miss with no read. Polls are
-// root spans, "poll". No span holds a key or a hash, and no span links traces.
 //
 // # The Store contract
 //

@@ -3,6 +3,7 @@ package segments
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,7 @@ func (f *fakeStore) Memberships(ctx context.Context, hashes []string) []Read {
 		select {
 		case <-block:
 		case <-ctx.Done(): // as a store should
-			return failAll(len(hashes), ctx.Err())
+			return slices.Repeat([]Read{{Err: ctx.Err()}}, len(hashes))
 		}
 	}
 	return out

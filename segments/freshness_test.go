@@ -118,7 +118,7 @@ func TestReadRacingAChangeIsNotCached(t *testing.T) {
 	})
 }
 
-// With a cursor, an answer is cached for the cursor TTL; without one, for the short TTL, as
+// With a cursor, an answer is cached for an hour (a new cursor drops it sooner); without one, for the short TTL, as
 // before cursors.
 func TestCursorTTL(t *testing.T) {
 	ctx := context.Background()
@@ -130,7 +130,7 @@ func TestCursorTTL(t *testing.T) {
 		{"v1", time.Hour - time.Second, time.Hour},
 		{"", 5*time.Second - time.Millisecond, 5 * time.Second},
 	} {
-		s, store, clk := newTestService(t, WithCache(1000, 5*time.Second), WithCursorTTL(time.Hour))
+		s, store, clk := newTestService(t, WithCache(1000, 5*time.Second))
 		store.patch("alice", []string{"a.g1"}, tt.cursor)
 		s.Poll(ctx)
 		s.LookupHash(ctx, Hash("alice"))

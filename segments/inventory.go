@@ -84,19 +84,15 @@ type Explanation struct {
 func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
-	st, _ := e.snapshot()
-	if st == nil {
-		st, _ = e.firstStatus(ctx)
-	}
-	var x Explanation
+	st, _ := e.firstStatus(ctx)
+	x := Explanation{Status: *st, Answer: Answer{ContextHash: hash, Status: st.LookupStatus()}}
 	if _, _, m, hit := e.get(hash); hit {
 		x.Cached = &m
 	}
-	x.Status = *st
 	if r := e.readStore(ctx, []string{hash}, e.slots)[0]; r.Err != nil {
-		x.Answer = Answer{ContextHash: hash, Status: StoreError, Err: r.Err}
+		x.Answer.Status, x.Answer.Err = StoreError, r.Err
 	} else {
-		x.Answer = Answer{ContextHash: hash, Membership: r.Membership, Status: st.LookupStatus()}
+		x.Answer.Membership = r.Membership
 	}
 	return x
 }

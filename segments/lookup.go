@@ -1,17 +1,60 @@
 package segments
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
+	gocache "github.com/patrickmn/go-cache"
+	"golang.org/x/sync/singleflight"
 )
 
-const readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
+const (
+	cursorTTL            = time.Hour        // an answer's TTL while the store has a cursor (a new one drops it sooner)
+	readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
+)
+
+// Environment is one environment served: its name (in routes, tokens' scopes and metrics),
+// the key prefix of its data and its store; New adds its status and cache.
+type Environment struct {
+	Name   string
+	Prefix string // the key prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
+	Store  Store
+
+	svc    *Service
+	log    *slog.Logger
+	obs    Observer
+	*state // behind a pointer, so that Environments are values callers can copy
+}
+
+type state struct {
+	mu         sync.RWMutex   // guards the fields up to flight
+	status     *StoreStatus   // nil before the first poll
+	young, old *gocache.Cache // the cache, a pair of one generation (see the package documentation); nil: off
+	half       int            // entries per go-cache, at most
+	gen        uint64         // the cache generation
+	logged     time.Time      // when a failed read was last logged
+	unsaid     int            // failed reads since then
+	inventory  Inventory
+
+	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
+	slots      chan struct{}      // the semaphore of store reads in flight
+	batchSlots chan struct{}      // batches' share of them: at most half, so that single lookups always have some
+}
+
+// newGoCache is a go-cache whose expiry, on time.Now, is off: entries carry their own.
+func newGoCache() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
+
+type cacheEntry struct {
+	m       Membership
+	expires int64 // unix nanoseconds
+}
 
 // Answer is what a lookup answers for one context.
 type Answer struct {
@@ -23,99 +66,24 @@ type Answer struct {
 }
 
 // LookupHash answers for the context with the given hash (Hash of its key, or a caller's
-// hash checked with ValidateHash). Before the first poll has finished it polls inline.
+// hash checked with ValidateHash).
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
-	if e.traced(ctx) {
-		return e.tracedLookup(ctx, []string{hash}, false)[0]
-	}
-	return e.lookupHash(ctx, hash)
-}
-
-func (e *Environment) lookupHash(ctx context.Context, hash string) Answer {
-	st, gen, m, hit := e.get(hash)
-	if st == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = e.svc.withTimeout(ctx)
-		defer cancel()
-		st, gen = e.firstStatus(ctx)
-		_, _, m, hit = e.get(hash)
-	}
-	if hit {
+	if st, _, m, hit := e.get(hash); hit && st != nil {
 		return e.answer(hash, m, st.LookupStatus(), true)
 	}
-	if st.Unreachable {
-		return e.failed(hash, ErrStoreUnreachable)
-	}
-	return e.read(hash, e.readShared(ctx, hash, gen), gen, st)
-}
-
-// readShared reads hash once for every lookup of it that began in cache generation gen, and
-// never for one that began in another: a lookup that begins after a change never gets a read
-// begun before it. The read runs in the first caller's context: it takes a read slot only
-// while that caller waits, and if that caller goes before the lookup timeout, the others read
-// again. A read that took the whole lookup timeout failed for all: the store is that slow.
-func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
-	ctx, cancel := e.svc.withTimeout(ctx)
-	defer cancel()
-	key := strconv.FormatUint(gen, 10) + " " + hash
-	for {
-		// DoChan, so that each caller waits only as long as its own context lasts; the read
-		// recovers a store's panic, which would otherwise end the process on DoChan's goroutine.
-		ch := e.flight.DoChan(key, func() (any, error) {
-			r := e.readStore(ctx, []string{hash}, e.slots)[0]
-			if r.Err == nil || context.Cause(ctx) == e.svc.timeout {
-				return r, nil // read, or given the whole lookup timeout: the store's answer
-			}
-			return r, ctx.Err() // not nil: its first caller left before it was read
-		})
-		select {
-		case res := <-ch:
-			if res.Err != nil && ctx.Err() == nil {
-				continue // read again, for this caller and those waiting with it
-			}
-			return res.Val.(Read)
-		case <-ctx.Done():
-			return Read{Err: e.readFailed(ctx, hash, context.Cause(ctx))}
-		}
-	}
-}
-
-// read answers for what the store read of hash in generation gen, and caches it.
-func (e *Environment) read(hash string, r Read, gen uint64, st *StoreStatus) Answer {
-	if r.Err != nil {
-		return e.failed(hash, r.Err)
-	}
-	e.put(hash, cacheEntry{m: r.Membership, expires: e.svc.now().Add(e.svc.ttlFor(st)).UnixNano()}, gen)
-	return e.answer(hash, r.Membership, st.LookupStatus(), false)
-}
-
-func (e *Environment) answer(hash string, m Membership, status LookupStatus, cached bool) Answer {
-	e.obs.Lookup(status, cached)
-	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
-}
-
-// failed answers StoreError for err. A lookup whose caller left is not counted: nobody was
-// answered, and the store was not at fault.
-func (e *Environment) failed(hash string, err error) Answer {
-	if !errors.Is(err, context.Canceled) {
-		e.obs.Lookup(StoreError, false)
-	}
-	return Answer{ContextHash: hash, Status: StoreError, Err: err}
+	return e.lookup(ctx, []string{hash}, false)[0]
 }
 
 // LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
-	if e.traced(ctx) {
-		return e.tracedLookup(ctx, hashes, true)
-	}
-	return e.lookupBatch(ctx, hashes)
+	return e.lookup(ctx, hashes, true)
 }
 
-func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer {
+func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) []Answer {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
 	st, gen := e.firstStatus(ctx)
-	answers, missing := make([]Answer, len(hashes)), make(map[string]int) // hash -> index into toRead
+	answers, missing := make([]Answer, len(hashes)), map[string]int{} // hash -> index into toRead
 	var toRead []string
 	for i, h := range hashes {
 		if _, _, m, hit := e.get(h); hit {
@@ -125,77 +93,95 @@ func (e *Environment) lookupBatch(ctx context.Context, hashes []string) []Answer
 			toRead = append(toRead, h)
 		}
 	}
-	if len(toRead) == 0 {
-		return answers
-	}
-	reads := failAll(len(toRead), ErrStoreUnreachable)
-	if !st.Unreachable {
+	reads := slices.Repeat([]Read{{Err: ErrStoreUnreachable}}, len(toRead))
+	switch {
+	case len(toRead) == 0 || st.Unreachable:
+	case batch:
 		reads = e.readStore(ctx, toRead, e.batchSlots, e.slots)
+	default:
+		reads[0] = e.readShared(ctx, toRead[0], gen)
+	}
+	ttl := e.svc.cacheTTL
+	if st.Cursor != "" {
+		ttl = cursorTTL
 	}
 	for i, h := range hashes {
-		if !answers[i].Cached {
-			answers[i] = e.read(h, reads[missing[h]], gen, st)
+		if answers[i].Cached {
+			continue
+		}
+		if r := reads[missing[h]]; r.Err != nil {
+			answers[i] = Answer{ContextHash: h, Status: StoreError, Err: r.Err}
+			if !errors.Is(r.Err, context.Canceled) { // a caller that left: nobody was answered, and the store not at fault
+				e.obs.Lookup(StoreError, false)
+			}
+		} else {
+			e.put(h, cacheEntry{r.Membership, e.svc.now().Add(ttl).UnixNano()}, gen)
+			answers[i] = e.answer(h, r.Membership, st.LookupStatus(), false)
 		}
 	}
 	return answers
 }
 
-// withTimeout bounds ctx by the lookup timeout, if there is one.
-func (s *Service) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.lookupTimeout <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeout)
+func (e *Environment) answer(hash string, m Membership, status LookupStatus, cached bool) Answer {
+	e.obs.Lookup(status, cached)
+	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
 }
 
-// readStore reads memberships once it holds a slot of each semaphore, taken under ctx: a
-// caller that has gone takes none. It returns one Read per hash, always (a store that panics
-// or miscounts fails the read).
+// readShared reads hash once for every lookup of it begun in cache generation gen, in the
+// first caller's context: if that caller goes before the lookup timeout, the others read again.
+func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
+	for key := strconv.FormatUint(gen, 10) + " " + hash; ; {
+		ch := e.flight.DoChan(key, func() (any, error) {
+			r := e.readStore(ctx, []string{hash}, e.slots)[0]
+			if r.Err == nil || context.Cause(ctx) == e.svc.timeout {
+				return r, nil // read, or given the whole lookup timeout: the store's answer
+			}
+			return r, ctx.Err() // not nil: its first caller left before it was read
+		})
+		select {
+		case res := <-ch:
+			if res.Err == nil || ctx.Err() != nil {
+				return res.Val.(Read)
+			} // else read again, for this caller and those waiting with it
+		case <-ctx.Done():
+			return Read{Err: e.readFailed(ctx, hash, context.Cause(ctx))}
+		}
+	}
+}
+
+// readStore reads memberships once it holds a slot of each semaphore, taken under ctx. It
+// returns one Read per hash, always: a store that panics or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
 		case sem <- struct{}{}:
 			defer func() { <-sem }()
 		case <-ctx.Done():
-			return failAll(len(hashes), e.readFailed(ctx, hashes[0], context.Cause(ctx)))
+			return slices.Repeat([]Read{{Err: e.readFailed(ctx, hashes[0], context.Cause(ctx))}}, len(hashes))
 		}
 	}
-	ctx, end := e.svc.span(ctx, "read", false)
-	start := time.Now()
-	reads, err := e.storeMemberships(ctx, hashes)
-	if err != nil {
-		reads = failAll(len(hashes), e.readFailed(ctx, hashes[0], err))
+	start, reads := time.Now(), []Read(nil)
+	err := safely(func() { reads = e.Store.Memberships(ctx, hashes) })
+	if err == nil && len(reads) != len(hashes) {
+		err = fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
 	}
-	failed := 0
+	if err != nil { // the store's own error is every context's
+		reads = slices.Repeat([]Read{{Err: e.readFailed(ctx, hashes[0], err)}}, len(hashes))
+	}
+	var first error
 	for i, r := range reads {
 		if r.Err == nil && !r.Membership.validUTF8() {
-			r = Read{Err: fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)}
-		}
-		if r.Err != nil && err == nil {
+			r = Read{Err: e.readFailed(ctx, hashes[i], fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData))}
+		} else if r.Err != nil && err == nil {
 			r.Err = e.readFailed(ctx, hashes[i], r.Err)
 		}
-		if reads[i] = r; r.Err != nil {
-			failed++
-		}
+		reads[i], first = r, cmp.Or(first, r.Err)
 	}
-	err = firstErr(reads) // the store's own error, if it failed, is every context's
-	e.obs.StoreRead(OpMemberships, time.Since(start), err)
-	end(err, attribute.String("bigseg.environment", e.Name), attribute.Int("bigseg.read.contexts", len(hashes)), attribute.Int("bigseg.read.failed", failed))
+	e.obs.StoreRead(OpMemberships, time.Since(start), first)
 	return reads
 }
 
-func (e *Environment) storeMemberships(ctx context.Context, hashes []string) (reads []Read, err error) {
-	if err := safely(func() { reads = e.Store.Memberships(ctx, hashes) }); err != nil {
-		return nil, err
-	}
-	if len(reads) != len(hashes) {
-		return nil, fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
-	}
-	return reads, nil
-}
-
-// safely runs a store call, a panic in it an error: a store that panics fails its read, on
-// every path, and the process goes on.
+// safely runs a store call, a panic in it an error (on DoChan's goroutine, it would end the process).
 func safely(call func()) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -206,25 +192,7 @@ func safely(call func()) (err error) {
 	return nil
 }
 
-func firstErr(reads []Read) error {
-	for _, r := range reads {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	return nil
-}
-
-func failAll(n int, err error) []Read {
-	reads := make([]Read, n)
-	for i := range reads {
-		reads[i].Err = err
-	}
-	return reads
-}
-
-// readFailed wraps err as a failed read of hash and logs it, spaced out, by hash: keys are
-// personal data.
+// readFailed wraps err as a failed read of hash and logs it, at most once per interval.
 func (e *Environment) readFailed(ctx context.Context, hash string, err error) error {
 	err = fmt.Errorf("read membership: %w", err)
 	if errors.Is(context.Cause(ctx), context.Canceled) {
@@ -239,7 +207,52 @@ func (e *Environment) readFailed(ctx context.Context, hash string, err error) er
 	}
 	e.mu.Unlock()
 	if !quiet {
-		e.log.Log(ctx, slog.LevelWarn, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
+		e.log.WarnContext(ctx, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
 	}
 	return err
+}
+
+// get returns the status, the cache generation and the membership cached for hash, if any.
+func (e *Environment) get(hash string) (st *StoreStatus, gen uint64, m Membership, hit bool) {
+	e.mu.RLock()
+	st, gen, young, old := e.status, e.gen, e.young, e.old
+	e.mu.RUnlock()
+	if young == nil {
+		return st, gen, m, false
+	}
+	v, inYoung := young.Get(hash)
+	if !inYoung {
+		v, _ = old.Get(hash)
+	}
+	en, hit := v.(cacheEntry)
+	if !hit || e.svc.now().UnixNano() >= en.expires {
+		return st, gen, m, false
+	}
+	if !inYoung {
+		e.put(hash, en, gen)
+	}
+	return st, gen, en.m, true
+}
+
+// put caches en for hash unless its generation gen is over.
+func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.young == nil || gen != e.gen {
+		return
+	}
+	if _, replaces := e.young.Get(hash); !replaces && e.young.ItemCount() >= e.half {
+		e.young, e.old = newGoCache(), e.young
+	}
+	e.young.Set(hash, en, gocache.NoExpiration)
+}
+
+// CacheLen is how many entries the environment's cache holds.
+func (e *Environment) CacheLen() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.young == nil {
+		return 0
+	}
+	return e.young.ItemCount() + e.old.ItemCount()
 }

@@ -224,6 +224,9 @@ func TestLookupBatch(t *testing.T) {
 	if r := s.LookupHash(ctx, Hash("alice")); !r.Cached {
 		t.Error("batch did not cache the hash lookup")
 	}
+	if all := s.LookupBatch(ctx, []string{Hash("alice"), Hash("bob")}); !all[0].Cached || !all[1].Cached {
+		t.Errorf("a batch of cached contexts: %+v, want both from the cache", all)
+	}
 }
 
 func TestStatus(t *testing.T) {

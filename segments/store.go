@@ -2,15 +2,24 @@ package segments
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
+	"unique"
 )
 
 // Store is where a synchronizer has written one environment's Big Segments. Like the SDKs'
 // store it sees context hashes only; the package documentation has the whole contract.
 type Store interface {
-	// Memberships reads the given contexts' memberships, in one round trip where the store
-	// allows it: one Read per hash, in order; nothing stored is the zero Membership.
+	// Memberships reads the contexts' memberships: one Read per hash, in order.
 	Memberships(ctx context.Context, hashes []string) []Read
 	// Metadata reads what the synchronizer last recorded about the data as a whole.
 	Metadata(ctx context.Context) (Metadata, error)
@@ -34,8 +43,7 @@ type MetadataRead struct {
 	Err      error
 }
 
-// Bounds on a store's metadata, which every store and fixture must agree on: a store reads no
-// more than these and reports larger values as ErrInvalidMetadata.
+// Bounds on a store's metadata: a store reports larger values as ErrInvalidMetadata.
 const (
 	MaxSynchronizedOnMillis int64 = 253402300799999 // the last millisecond of year 9999, the last RFC 3339 can write
 	MaxCursorBytes                = 1024
@@ -47,3 +55,97 @@ var (
 	ErrInvalidData      = errors.New("invalid Big Segment data")             // a membership not answerable as it is (a ref not UTF-8)
 	ErrStoreUnreachable = errors.New("the Big Segment store is unreachable") // the last poll could not reach the store
 )
+
+// MaxHashLen bounds a context hash from callers, so that no input makes a large store key.
+const MaxHashLen = 128
+
+// Hash returns the Big Segments hash of a context key, under which synchronizers store its
+// memberships: standard, padded base64 of the SHA-256 of the key's bytes.
+func Hash(contextKey string) string {
+	sum := sha256.Sum256([]byte(contextKey))
+	var b [44]byte
+	base64.StdEncoding.Encode(b[:], sum[:])
+	return string(b[:]) // one allocation, where EncodeToString makes two
+}
+
+const hashWanted = "a context hash is the standard base64 (44 characters, padded) of the 32-byte SHA-256 of the context key"
+
+// ValidateHash says why s cannot be a context hash, or nil, so that a caller's mistake (a hex
+// SHA-256, a URL-safe alphabet, a lost escape) is an error, not "no membership".
+func ValidateHash(s string) error {
+	if len(s) > MaxHashLen {
+		return fmt.Errorf("context hash is %d characters long, more than %d; %s", len(s), MaxHashLen, hashWanted)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+	_, err := base64.StdEncoding.Strict().DecodeString(s)
+	switch i := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune(alphabet, r) }); {
+	case s == "":
+		return errors.New("context hash is empty; " + hashWanted)
+	case i >= 0:
+		return fmt.Errorf("context hash has a character outside the standard base64 alphabet at offset %d; %s", i, hashWanted)
+	case len(s) >= 32 && strings.Trim(s, "0123456789abcdefABCDEF") == "": // also base64, but never the SHA-256 of a key
+		return errors.New("context hash looks like hex; " + hashWanted)
+	case err != nil:
+		return errors.New("context hash is not canonical padded base64; " + hashWanted)
+	}
+	return nil
+}
+
+// Membership is the set of Big Segment refs (such as "beta-users.g3") that a context is
+// included in or excluded from; the zero value is "no membership". Identical sets share one
+// interned encoding, so that a cache holds each distinct set once.
+type Membership struct {
+	h unique.Handle[string] // per ref, in order: '+' (included) or '-', its length (uvarint), the ref
+}
+
+// NewMembership returns the membership with the given refs. A ref listed as both included and
+// excluded is included, as in the SDKs.
+func NewMembership(included, excluded []string) Membership {
+	if len(included)+len(excluded) == 0 {
+		return Membership{}
+	}
+	flags := make(map[string]byte, len(included)+len(excluded))
+	for i, refs := range [][]string{excluded, included} {
+		for _, r := range refs {
+			flags[r] = "-+"[i]
+		}
+	}
+	var buf []byte
+	for _, r := range slices.Sorted(maps.Keys(flags)) {
+		buf = append(binary.AppendUvarint(append(buf, flags[r]), uint64(len(r))), r...)
+	}
+	return Membership{unique.Make(string(buf))}
+}
+
+// All yields each ref with true for included, in ascending byte order: encoders need not sort.
+func (m Membership) All() iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
+		if m.h == (unique.Handle[string]{}) {
+			return
+		}
+		for s := m.h.Value(); len(s) > 0; {
+			n, w := binary.Uvarint([]byte(s[1:min(len(s), 1+binary.MaxVarintLen64)])) // on the stack: no allocation
+			ref, included := s[1+w:1+w+int(n)], s[0] == '+'
+			if s = s[1+w+int(n):]; !yield(ref, included) {
+				return
+			}
+		}
+	}
+}
+
+// Len returns the number of distinct refs.
+func (m Membership) Len() (n int) {
+	for range m.All() {
+		n++
+	}
+	return n
+}
+
+func (m Membership) validUTF8() bool {
+	for r := range m.All() {
+		if !utf8.ValidString(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -119,7 +119,7 @@ func defaultConfig() config {
 		Prefix:                 redis.DefaultPrefix,
 		CacheSize:              segments.DefaultCacheSize,
 		CacheTTL:               segments.DefaultCacheTTL,
-		CacheTTLWithCursor:     segments.DefaultCursorTTL,
+		CacheTTLWithCursor:     time.Hour,
 		StatusPollInterval:     segments.DefaultPollInterval,
 		StaleAfter:             segments.DefaultStaleAfter,
 		LookupTimeout:          segments.DefaultLookupTimeout,

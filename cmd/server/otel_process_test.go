@@ -8,10 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptrace"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +17,6 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/bigseg/bigseg/internal/otlptest"
-	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -34,9 +30,8 @@ const (
 
 // TestOTelHTTPLookup: a lookup over HTTP is a server span named by its chi route, continuing
 // the caller's traceparent (same trace, the caller's span its parent; tracestate and baggage
-// accepted), with a lookup span beneath it (environment, cache hit, status) and the store read
-// as a client span beneath or linked to that; a cached answer reads nothing; every route is
-// named by its pattern; the status poll's reads are root spans; the resource carries
+// accepted), with the store read as a client span beneath it; a cached answer reads nothing;
+// every route is named by its pattern; the resource carries
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; exports arrive over the protocol asked for,
 // with OTEL_EXPORTER_OTLP_HEADERS; and no key, token or password is anywhere in them.
 func TestOTelHTTPLookup(t *testing.T) {
@@ -63,10 +58,10 @@ func TestOTelHTTPLookup(t *testing.T) {
 				}
 				calls = append(calls, call{c.path, c.route, traceID, parentID})
 			}
-			waitReceived(t, recv, "a server span and a lookup span in every caller's trace", func() bool {
-				for _, c := range calls {
+			waitReceived(t, recv, "a server span in every caller's trace, and a store read in each uncached one's", func() bool {
+				for i, c := range calls {
 					tr := spanSet(recv.Spans()).inTrace(c.traceID)
-					if len(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)) == 0 || len(tr.lookups()) == 0 {
+					if len(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)) == 0 || i != 1 && len(tr.ofKind(tracepb.Span_SPAN_KIND_CLIENT)) == 0 {
 						return false
 					}
 				}
@@ -76,9 +71,6 @@ func TestOTelHTTPLookup(t *testing.T) {
 			for i, c := range calls {
 				checkHTTPTrace(t, spans, c.path, c.route, c.traceID, c.parentID, i == 1)
 			}
-			waitReceived(t, recv, "the status poll's reads, in traces of their own", func() bool {
-				return len(spanSet(recv.Spans()).polls()) > 0
-			})
 			checkResource(t, spanSet(recv.Spans()))
 			checkExportsCame(t, recv, protocol)
 			checkNothingLeaked(t, recv, otelKeyMark, otelKey(0), otelKey(1), otelKey(2), otelToken, otelRedisPass, otelCollectorID)
@@ -86,8 +78,7 @@ func TestOTelHTTPLookup(t *testing.T) {
 	}
 }
 
-// checkHTTPTrace checks the trace of one GET: its server span, and the lookup and read
-// beneath it.
+// checkHTTPTrace checks the trace of one GET: its server span, and the store read beneath it.
 func checkHTTPTrace(t *testing.T, spans spanSet, path, route, traceID, parentID string, cached bool) {
 	t.Helper()
 	trace := spans.inTrace(traceID)
@@ -112,22 +103,12 @@ func checkHTTPTrace(t *testing.T, spans spanSet, path, route, traceID, parentID 
 	if got := otlptest.AttrString(srv.Attributes, "http.response.status_code"); got != "200" {
 		t.Errorf("GET %s: http.response.status_code=%q, want 200", path, got)
 	}
-	lookups := trace.lookups().where(func(sp otlptest.Span) bool { return trace.beneath(sp, srv) })
-	if len(lookups) != 1 {
-		t.Errorf("GET %s: %d lookup spans beneath the server span, want 1:\n%s", path, len(lookups), trace.names())
-		return
-	}
-	l := lookupOf(lookups[0])
-	if l.env != "default" || l.cacheHit != map[bool]string{true: "true", false: "false"}[cached] || l.status != string(segments.Healthy) {
-		t.Errorf("GET %s: the lookup span says environment %q, cache hit %q, status %q; want default, %v, %s",
-			path, l.env, l.cacheHit, l.status, cached, segments.Healthy)
-	}
-	reads := spans.readsOf(lookups[0])
+	reads := spans.readsOf(srv)
 	switch {
 	case cached && len(reads) > 0:
 		t.Errorf("GET %s: answered from the cache, yet %d store reads:\n%s", path, len(reads), reads.names())
 	case !cached && len(reads) == 0:
-		t.Errorf("GET %s: no store read (a client span beneath the lookup or linked to it):\n%s", path, trace.names())
+		t.Errorf("GET %s: no store read (a client span beneath the server span):\n%s", path, trace.names())
 	}
 }
 
@@ -170,7 +151,7 @@ func checkExportsCame(t *testing.T, recv *otlptest.Process, protocol string) {
 }
 
 // TestOTelRESPLookup: each command on the Redis-protocol listener is a server span named by the
-// command alone (never its key), and a membership read has a lookup span beneath it; the AUTH
+// command alone (never its key), and a membership read has the store read beneath it; the AUTH
 // token is nowhere in what is exported.
 func TestOTelRESPLookup(t *testing.T) {
 	for _, protocol := range otelProtocols {
@@ -201,17 +182,9 @@ func TestOTelRESPLookup(t *testing.T) {
 					t.Errorf("server span %q names a key", sp.Name)
 				}
 			}
-			smembers := commandSpan("SMEMBERS")[0]
-			lookups := spans.lookups().where(func(sp otlptest.Span) bool { return spans.beneath(sp, smembers) })
-			if len(lookups) != 1 {
-				t.Fatalf("%d lookup spans beneath SMEMBERS's server span %q, want 1:\n%s", len(lookups), smembers.Name, spans.inTrace(otlptest.ID(smembers.TraceId)).names())
-			}
-			if l := lookupOf(lookups[0]); l.env != "default" || l.cacheHit != "false" || l.status != string(segments.Healthy) {
-				t.Errorf("SMEMBERS's lookup span: environment %q, cache hit %q, status %q", l.env, l.cacheHit, l.status)
-			}
-			if len(spans.readsOf(lookups[0])) == 0 {
-				t.Errorf("SMEMBERS's lookup: no store read:\n%s", spans.inTrace(otlptest.ID(smembers.TraceId)).names())
-			}
+			waitReceived(t, recv, "the store read beneath SMEMBERS", func() bool {
+				return len(spanSet(recv.Spans()).readsOf(commandSpan("SMEMBERS")[0])) > 0
+			})
 			checkNothingLeaked(t, recv, otelKeyMark, otelKey(0), otelToken, otelRedisPass, otelCollectorID)
 		})
 	}
@@ -257,15 +230,11 @@ func TestOTelSampler(t *testing.T) {
 	}
 }
 
-// TestOTelBatchAndSharedReads: a batch is one lookup span with its one store read beneath it,
-// and a read shared by separate lookups of one context is in the trace of the lookup that
-// began it only, with no links (Redis held up while they arrive, in rounds until one shared).
-func TestOTelBatchAndSharedReads(t *testing.T) {
+// TestOTelBatchRead: a batch is one server span with its one store read beneath it.
+func TestOTelBatchRead(t *testing.T) {
 	recv := startReceiver(t)
-	const n = 200
-	rs, redisURL := otelRedis(t, n)
-	p := startProcess(t, otelServerEnv(redisURL+"?read_timeout=10s&write_timeout=10s", otelVars(otelEndpoint(recv, "grpc"), "grpc",
-		"BIGSEG_STORE_READS_IN_FLIGHT", "1", "BIGSEG_LOOKUP_TIMEOUT", "10s")))
+	_, redisURL := otelRedis(t, 3)
+	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "grpc"), "grpc")))
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -275,102 +244,18 @@ func TestOTelBatchAndSharedReads(t *testing.T) {
 	if code, answer := otelDo(t, client, http.MethodPost, p.URL+"/memberships", string(body), "traceparent", tp); code != 200 {
 		t.Fatalf("batch: %d %s", code, answer)
 	}
-	waitReceived(t, recv, "the batch's server span, its lookups and a read of them", func() bool {
-		spans := spanSet(recv.Spans())
-		tr := spans.inTrace(traceID)
-		return len(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)) > 0 && len(tr.lookups()) > 0 && len(spans.readsOf(tr.lookups()[0])) > 0
+	waitReceived(t, recv, "the batch's server span and its read", func() bool {
+		tr := spanSet(recv.Spans()).inTrace(traceID)
+		return len(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)) > 0 && len(tr.readsOf(tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)[0])) > 0
 	})
-	spans := spanSet(recv.Spans())
-	tr := spans.inTrace(traceID)
-	if srv := tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)[0]; srv.Name != "POST /memberships" || otlptest.AttrString(srv.Attributes, otelRouteAttr) != "/memberships" {
+	tr := spanSet(recv.Spans()).inTrace(traceID)
+	srv := tr.ofKind(tracepb.Span_SPAN_KIND_SERVER)[0]
+	if srv.Name != "POST /memberships" || otlptest.AttrString(srv.Attributes, otelRouteAttr) != "/memberships" {
 		t.Errorf("the batch's server span: %q, route %q", srv.Name, otlptest.AttrString(srv.Attributes, otelRouteAttr))
 	}
-	// A batch is one lookup span, of its contexts, with its one store read beneath it.
-	lookups := tr.lookups()
-	if len(lookups) != 1 {
-		t.Fatalf("the batch of %d contexts has %d lookup spans, want one:\n%s", len(keys), len(lookups), tr.names())
+	if reads := tr.readsOf(srv); len(reads) != 1 {
+		t.Errorf("the batch of %d contexts has %d store reads beneath its server span, want 1:\n%s", len(keys), len(reads), tr.names())
 	}
-	if got := otlptest.AttrString(lookups[0].Attributes, "bigseg.lookup.contexts"); got != strconv.Itoa(len(keys)) {
-		t.Errorf("the batch's lookup span is of %q contexts, want %d", got, len(keys))
-	}
-	if reads := spans.readsOf(lookups[0]); len(reads) != 1 {
-		t.Errorf("the batch's lookup has %d store reads beneath it, want 1:\n%s", len(reads), tr.names())
-	}
-
-	// Lookups of one context that reach bigseg while its read is out share that read: it is in
-	// the trace of the lookup that began it, and no span links one trace to another.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for round, next := 1, len(keys); ; round, next = round+1, next+1 {
-		if ctx.Err() != nil || next >= n {
-			t.Fatalf("after %d rounds, no lookup shared a read begun by another:\n%s", round, spanSet(recv.Spans()).names())
-		}
-		traces := sameKeyRound(t, client, p.URL, rs, otelKey(next), 20)
-		var lookups spanSet
-		if err := recv.Wait(ctx, func() bool {
-			lookups = spanSet(recv.Spans()).where(func(sp otlptest.Span) bool { return traces[otlptest.ID(sp.TraceId)] && lookupOf(sp).ok })
-			return len(lookups) == len(traces)
-		}); err != nil {
-			t.Fatalf("round %d: %d of its %d lookup spans received: %v", round, len(lookups), len(traces), err)
-		}
-		all, read, shared := spanSet(recv.Spans()), 0, 0
-		for _, l := range lookups {
-			switch reads := all.readsOf(l); {
-			case lookupOf(l).cacheHit == "true":
-			case len(reads) > 0:
-				read++
-			case lookupOf(l).status == "HEALTHY":
-				shared++
-			}
-		}
-		if linked := all.where(func(sp otlptest.Span) bool { return len(sp.Links) > 0 }); len(linked) > 0 {
-			t.Fatalf("spans with links:\n%s", linked.names())
-		}
-		if read == 0 {
-			t.Fatalf("round %d: no lookup of its context has the read in its trace:\n%s", round, all.names())
-		}
-		if shared > 0 {
-			return
-		}
-	}
-}
-
-// sameKeyRound holds Redis up (SIGSTOP) until count lookups of key, each in a trace of its
-// own, have all been sent, then lets it go on: the lookups that reach bigseg while the
-// first's read is out share it. It returns their trace IDs.
-func sameKeyRound(t *testing.T, client *http.Client, base string, rs *redistest.Server, key string, count int) map[string]bool {
-	t.Helper()
-	rs.Freeze()
-	var sent sync.WaitGroup
-	sent.Add(count)
-	codes, traces := make(chan int, count), map[string]bool{}
-	for range count {
-		tp, traceID, _ := traceparent(true)
-		traces[traceID] = true
-		go func() {
-			var once sync.Once
-			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(sent.Done) }}
-			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, base+keyPath(key), nil)
-			req.Header.Set("Authorization", "Bearer "+otelToken)
-			req.Header.Set("traceparent", tp)
-			resp, err := client.Do(req)
-			once.Do(sent.Done)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			resp.Body.Close()
-			codes <- resp.StatusCode
-		}()
-	}
-	sent.Wait()
-	rs.Thaw()
-	for range count {
-		if code := <-codes; code != 200 {
-			t.Errorf("a lookup answered %d", code)
-		}
-	}
-	return traces
 }
 
 // TestOTelNothingDialled: without an exporter or an endpoint (only a service name, say), with

@@ -233,71 +233,9 @@ func (s spanSet) beneath(sp, ancestor otlptest.Span) bool {
 	return false
 }
 
-// linksTo reports whether sp has a link to target.
-func linksTo(sp, target otlptest.Span) bool {
-	for _, l := range sp.Links {
-		if string(l.TraceId) == string(target.TraceId) && string(l.SpanId) == string(target.SpanId) {
-			return true
-		}
-	}
-	return false
-}
-
-// readsOf returns the store reads that served lookup: client spans beneath it, and spans of
-// any kind linked to it (a shared read's span, the client spans beneath it).
-func (s spanSet) readsOf(lookup otlptest.Span) spanSet {
-	return s.where(func(sp otlptest.Span) bool {
-		return sp.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.beneath(sp, lookup) || linksTo(sp, lookup)
-	})
-}
-
-// polls returns the client spans in traces of their own: beneath a root span that is no
-// request's (the status poll's).
-func (s spanSet) polls() spanSet {
-	roots := s.where(func(sp otlptest.Span) bool {
-		return len(sp.ParentSpanId) == 0 && sp.Kind != tracepb.Span_SPAN_KIND_SERVER
-	})
-	return s.ofKind(tracepb.Span_SPAN_KIND_CLIENT).where(func(sp otlptest.Span) bool {
-		for _, r := range roots {
-			if s.beneath(sp, r) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-// lookupAttrs are what a lookup span says: its environment, whether the cache answered, and
-// the lookup's status. The attribute names are bigseg's own, so they are found by what they
-// end with: "environment" (or "environment.name"), "cache.hit" (or "cache_hit", or ".cache"
-// as hit or miss; a batch's "cache.hits" count) and "status".
-type lookupAttrs struct {
-	env, cacheHit, status string
-	ok                    bool // the span has all three: it is a lookup span
-}
-
-func lookupOf(sp otlptest.Span) lookupAttrs {
-	var a lookupAttrs
-	for _, kv := range sp.Attributes {
-		k, v := strings.ToLower(kv.Key), otlptest.AttrString(sp.Attributes, kv.Key)
-		switch {
-		case strings.HasPrefix(k, "http.") || strings.HasPrefix(k, "db.") || strings.HasPrefix(k, "rpc."):
-		case strings.HasSuffix(k, "environment") || strings.HasSuffix(k, "environment.name"):
-			a.env = v
-		case strings.HasSuffix(k, "cache.hit") || strings.HasSuffix(k, "cache_hit") || strings.HasSuffix(k, "cache.hits"):
-			a.cacheHit = v
-		case strings.HasSuffix(k, ".cache"): // bigseg.cache: hit or miss
-			a.cacheHit = map[string]string{"hit": "true", "miss": "false"}[v]
-		case strings.HasSuffix(k, "status") || strings.HasSuffix(k, "lookup.status"):
-			a.status = v
-		}
-	}
-	a.ok = a.env != "" && a.cacheHit != "" && a.status != ""
-	return a
-}
-
-func (s spanSet) lookups() spanSet {
-	return s.where(func(sp otlptest.Span) bool { return lookupOf(sp).ok })
+// readsOf returns the store reads beneath span: its client spans.
+func (s spanSet) readsOf(span otlptest.Span) spanSet {
+	return s.where(func(sp otlptest.Span) bool { return sp.Kind == tracepb.Span_SPAN_KIND_CLIENT && s.beneath(sp, span) })
 }
 
 // names lists the spans' names and kinds, for failure messages.

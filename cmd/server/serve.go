@@ -133,7 +133,6 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 	}
 	a.svc, err = segments.New(envs,
 		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
-		segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
 		segments.WithPollInterval(a.cfg.StatusPollInterval),
 		segments.WithStaleAfter(a.cfg.StaleAfter),
 		segments.WithLookupTimeout(a.cfg.LookupTimeout),
@@ -143,7 +142,6 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 		segments.WithLogger(a.log),
 		segments.WithErrorCode(a.store.errorCode),
 		segments.WithObserver(func(e *segments.Environment) segments.Observer { return m.Environment(e.Name, e.CacheLen) }),
-		segments.WithTracerProvider(a.tel.TracerProvider),
 	)
 	return err
 }
