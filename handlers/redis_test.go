@@ -12,8 +12,11 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
+	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/dynamodb"
+	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -86,7 +89,37 @@ func TestExplainWithRealRedis(t *testing.T) {
 	if _, ok := any(store).(segments.Describer); ok {
 		wantKeys = []string{store.IncludeKey(hash), store.ExcludeKey(hash)}
 	}
-	slices.Sort(x.Read.Keys)
+	if !slices.Equal(x.Read.Keys, wantKeys) { // the include set, then the exclude set
+		t.Errorf("keys %q, want %q", x.Read.Keys, wantKeys)
+	}
+}
+
+// TestExplainWithDynamoDB: on DynamoDB (moto), explain's sets are the item's, the table is
+// named, and, where the store names its items, the one item read is the one it names.
+func TestExplainWithDynamoDB(t *testing.T) {
+	ctx := context.Background()
+	client := dynamotest.Client(t, dynamotest.Shared(t).URL)
+	table := dynamotest.Table(t, client)
+	store := dynamodb.New(client, table, "ld-prod")
+	key := "org/acme:user 42"
+	if _, err := store.Load(ctx, []fixture.Context{{Key: key, Hash: segments.Hash(key), Included: []string{"beta.g3", "both.g1"},
+		Excluded: []string{"blocked.g1", "both.g1"}}}, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	svc := oneService(store)
+	svc.Poll(ctx)
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "dynamodb", StoreTable: table}, svc))
+	t.Cleanup(srv.Close)
+
+	x := explain(t, srv.URL+"/memberships/"+url.PathEscape(key)+"/explain")
+	if !slices.Equal(x.Read.Included, []string{"beta.g3", "both.g1"}) || !slices.Equal(x.Read.Excluded, []string{"blocked.g1"}) ||
+		x.Status != "HEALTHY" || x.Store.Kind != "dynamodb" || x.Store.Table != table {
+		t.Errorf("%+v", x)
+	}
+	var wantKeys []string
+	if _, ok := any(store).(segments.Describer); ok {
+		wantKeys = []string{store.UserNamespace() + "/" + segments.Hash(key)}
+	}
 	if !slices.Equal(x.Read.Keys, wantKeys) {
 		t.Errorf("keys %q, want %q", x.Read.Keys, wantKeys)
 	}
