@@ -44,8 +44,8 @@ func (s *server) getExplainByHash() http.HandlerFunc {
 	}
 }
 
-// storeView is the "store" of an explanation; what Describe names, which holds no secret.
-type storeView struct {
+// storeBody is the "store" of an explanation; what Describe names, which holds no secret.
+type storeBody struct {
 	Kind   string  `json:"kind"`
 	Prefix *string `json:"prefix,omitempty"` // nil: the store cannot say
 	Table  string  `json:"table,omitempty"`
@@ -73,7 +73,7 @@ func (s *server) writeExplain(w http.ResponseWriter, ctx context.Context, env *s
 	}
 	e.b = appendString(append(e.b, `"contextHash":`...), hash)
 	e.b = appendString(append(e.b, `,"environment":`...), env.Name)
-	sv := storeView{Kind: view.Kind, Table: view.Table}
+	sv := storeBody{Kind: view.Kind, Table: view.Table}
 	if described {
 		sv.Prefix = &view.Prefix
 	}

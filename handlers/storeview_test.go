@@ -191,6 +191,9 @@ func TestExplain(t *testing.T) {
 		lookedUp := apitest.Decode[lookup](t, body)
 		byKey := explain(t, srv.URL+"/memberships/"+url.PathEscape(key)+"/explain")
 		byHash := explain(t, srv.URL+"/explain?contextHash="+url.QueryEscape(hash))
+		if allEscaped := explain(t, srv.URL+"/memberships/"+escapeAll(key)+"/explain"); !cmp.Equal(allEscaped, byKey) {
+			t.Errorf("%q: escaped as url.PathEscape does and every byte escaped, explained apart:\n%+v\n%+v", key, byKey, allEscaped)
+		}
 		if byKey.ContextKey == nil || *byKey.ContextKey != key || byHash.ContextKey != nil {
 			t.Errorf("%q: contextKey %v by key, %v by hash", key, byKey.ContextKey, byHash.ContextKey)
 		}
@@ -280,6 +283,37 @@ func TestExplainBadInput(t *testing.T) {
 	}
 }
 
+// statusDetails is what /status says of an environment's store beyond the status.
+type statusDetails struct{ Prefix, LastError, LastErrorAt string }
+
+// detailsShown is each environment's statusDetails in the answer to path with token ("": none),
+// lastErrorAt checked to come with lastError and then dropped (its value is the poll's time).
+func detailsShown(t *testing.T, svc *segments.Service, cfg handlers.Config, token, path string) map[string]statusDetails {
+	t.Helper()
+	srv := httptest.NewServer(handlers.New(cfg, svc))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, body := apitest.Do(t, nil, req)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s with %q: %d %s", path, token, resp.StatusCode, body)
+	}
+	shown := map[string]statusDetails{"production": apitest.Decode[statusDetails](t, body)}
+	if path == "/status" {
+		shown = apitest.Decode[struct{ Environments map[string]statusDetails }](t, body).Environments
+	}
+	for env, d := range shown {
+		if (d.LastErrorAt != "") != (d.LastError != "") {
+			t.Errorf("%q %s: %s: lastErrorAt %q beside lastError %q", token, path, env, d.LastErrorAt, d.LastError)
+		}
+		d.LastErrorAt = ""
+		shown[env] = d
+	}
+	return shown
+}
+
 // /status gives its details (the prefix as stored; while unavailable, the last error and
 // when) to everyone without tokens; with tokens, only to a caller whose token opens the
 // environment, and the rest of the status to every caller.
@@ -296,59 +330,26 @@ func TestStatusDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type details struct{ Prefix, LastError, LastErrorAt string }
-	shown := func(cfg handlers.Config, token, path string) map[string]details {
-		t.Helper()
-		srv := httptest.NewServer(handlers.New(cfg, svc))
-		defer srv.Close()
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, body := apitest.Do(t, nil, req)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s with %q: %d %s", path, token, resp.StatusCode, body)
-		}
-		if path != "/status" {
-			return map[string]details{"production": apitest.Decode[details](t, body)}
-		}
-		return apitest.Decode[struct{ Environments map[string]details }](t, body).Environments
-	}
-	failing := details{"team-a", "NOAUTH Authentication required", ""}
-	open := shown(handlers.Config{StoreName: "redis"}, "", "/status")
-	if at := open["production"].LastErrorAt; at == "" {
-		t.Errorf("no lastErrorAt beside lastError: %+v", open)
-	}
-	for k, v := range open {
-		v.LastErrorAt = ""
-		open[k] = v
-	}
-	if want := map[string]details{"production": failing, "staging": {Prefix: "team-b"}}; !cmp.Equal(open, want) {
-		t.Errorf("without tokens: %+v, want %+v", open, want)
-	}
+	failing, staging, none := statusDetails{"team-a", "NOAUTH Authentication required", ""}, statusDetails{Prefix: "team-b"}, statusDetails{}
+	open := handlers.Config{StoreName: "redis"}
 	withTokens := handlers.Config{StoreName: "redis", Auth: tokens}
 	for _, c := range []struct {
+		cfg         handlers.Config
 		token, path string
-		want        map[string]details
+		want        map[string]statusDetails
 	}{
-		{"", "/status", map[string]details{"production": {}, "staging": {}}},
-		{"nope", "/status", map[string]details{"production": {}, "staging": {}}},
-		{"tok-staging", "/status", map[string]details{"production": {}, "staging": {Prefix: "team-b"}}},
-		{"tok-all", "/status", map[string]details{"production": failing, "staging": {Prefix: "team-b"}}},
-		{"", "/environments/production/status", map[string]details{"production": {}}},
-		{"tok-staging", "/environments/production/status", map[string]details{"production": {}}},
-		{"tok-all", "/environments/production/status", map[string]details{"production": failing}},
+		{open, "", "/status", map[string]statusDetails{"production": failing, "staging": staging}},
+		{open, "", "/environments/production/status", map[string]statusDetails{"production": failing}},
+		{withTokens, "", "/status", map[string]statusDetails{"production": none, "staging": none}},
+		{withTokens, "nope", "/status", map[string]statusDetails{"production": none, "staging": none}},
+		{withTokens, "tok-staging", "/status", map[string]statusDetails{"production": none, "staging": staging}},
+		{withTokens, "tok-all", "/status", map[string]statusDetails{"production": failing, "staging": staging}},
+		{withTokens, "", "/environments/production/status", map[string]statusDetails{"production": none}},
+		{withTokens, "tok-staging", "/environments/production/status", map[string]statusDetails{"production": none}},
+		{withTokens, "tok-all", "/environments/production/status", map[string]statusDetails{"production": failing}},
 	} {
-		got := shown(withTokens, c.token, c.path)
-		for k, v := range got {
-			if (v.LastErrorAt != "") != (v.LastError != "") {
-				t.Errorf("%q %s: %s: lastErrorAt %q beside lastError %q", c.token, c.path, k, v.LastErrorAt, v.LastError)
-			}
-			v.LastErrorAt = ""
-			got[k] = v
-		}
-		if !cmp.Equal(got, c.want) {
-			t.Errorf("%q %s: %+v, want %+v", c.token, c.path, got, c.want)
+		if got := detailsShown(t, svc, c.cfg, c.token, c.path); !cmp.Equal(got, c.want) {
+			t.Errorf("tokens %v, %q %s: %+v, want %+v", c.cfg.Auth != nil, c.token, c.path, got, c.want)
 		}
 	}
 }
