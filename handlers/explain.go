@@ -22,7 +22,7 @@ func (s *server) getExplain() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		s.writeExplain(w, r.Context(), env, key, segments.Hash(key))
+		s.writeExplain(r.Context(), w, env, key, segments.Hash(key))
 	}
 }
 
@@ -40,7 +40,7 @@ func (s *server) getExplainByHash() http.HandlerFunc {
 			Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		s.writeExplain(w, r.Context(), env, "", hash)
+		s.writeExplain(r.Context(), w, env, "", hash)
 	}
 }
 
@@ -63,7 +63,7 @@ func (s *server) describe(env *segments.Environment, hash string) (segments.Stor
 // writeExplain writes an explanation of hash (key "" for one by hash) with 200, whatever the
 // read found: a failed read is told in status and error, as a lookup tells it. Streamed, as a
 // lookup is: refs are written twice (read and memberships), within the encoder's buffer.
-func (s *server) writeExplain(w http.ResponseWriter, ctx context.Context, env *segments.Environment, key, hash string) {
+func (s *server) writeExplain(ctx context.Context, w http.ResponseWriter, env *segments.Environment, key, hash string) {
 	x := env.Explain(ctx, hash)
 	view, described := s.describe(env, hash)
 	e := newEncoder(w, http.StatusOK)

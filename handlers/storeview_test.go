@@ -256,6 +256,10 @@ func TestExplainStoreError(t *testing.T) {
 	if x.Store.Kind != "redis" || x.Store.Prefix != nil || x.Read.Keys != nil {
 		t.Errorf("a store that does not describe itself: %+v", x)
 	}
+	invalid := newServer(t, failingStore{readErr: fmt.Errorf("%w: item has no key", segments.ErrInvalidData)}, handlers.Config{StoreName: "dynamodb"})
+	if x := explain(t, invalid.URL+"/memberships/alice/explain"); !strings.Contains(x.Error, "cannot be answered") || strings.Contains(x.Error, "item has no key") {
+		t.Errorf("invalid data: error %q, want its kind only", x.Error)
+	}
 }
 
 // Explain takes its key or hash as the lookups do: the same 400s with the same messages. An
