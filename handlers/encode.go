@@ -99,16 +99,9 @@ func (e *encoder) result(key string, r segments.Answer) {
 	b = append(b, `"contextHash":`...)
 	b = appendString(b, r.ContextHash)
 	if r.Err == nil {
-		b = append(b, `,"memberships":{`...)
-		sep := ""
-		for ref, included := range r.Membership.All() {
-			b = strconv.AppendBool(append(appendString(append(b, sep...), ref), ':'), included)
-			sep = ","
-			e.b = b
-			e.flushIfFull()
-			b = e.b
-		}
-		b = append(b, '}')
+		e.b = append(b, `,"memberships":`...)
+		e.memberships(r.Membership)
+		b = e.b
 	}
 	b = append(b, `,"status":"`...)
 	b = append(b, r.Status...)
@@ -117,6 +110,57 @@ func (e *encoder) result(key string, r segments.Answer) {
 		b = append(b, `,"error":"`+storeErrorMessage+`"`...)
 	}
 	e.b = append(b, '}')
+}
+
+// memberships appends m as a JSON object of ref to true (included) or false (excluded), passing
+// the buffer on as it fills.
+func (e *encoder) memberships(m segments.Membership) {
+	b, sep := append(e.b, '{'), ""
+	for ref, included := range m.All() {
+		b = strconv.AppendBool(append(appendString(append(b, sep...), ref), ':'), included)
+		sep = ","
+		e.b = b
+		e.flushIfFull()
+		b = e.b
+	}
+	e.b = append(b, '}')
+}
+
+// refs appends the refs of m that are included (or, with included false, excluded) as a JSON
+// array of strings, passing the buffer on as it fills.
+func (e *encoder) refs(m segments.Membership, included bool) {
+	e.b = append(e.b, '[')
+	sep := ""
+	for ref, in := range m.All() {
+		if in == included {
+			e.b = appendString(append(e.b, sep...), ref)
+			sep = ","
+			e.flushIfFull()
+		}
+	}
+	e.b = append(e.b, ']')
+}
+
+// list appends ss as a JSON array of strings, passing the buffer on as it fills.
+func (e *encoder) list(ss []string) {
+	e.b = append(e.b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.b = appendString(e.b, s)
+		e.flushIfFull()
+	}
+	e.b = append(e.b, ']')
+}
+
+// value appends v as encoding/json writes it: for the small, fixed parts of an answer.
+func (e *encoder) value(v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only ever our own types: a bug
+		b = []byte("null")
+	}
+	e.b = append(e.b, b...)
 }
 
 // raw appends s as it is.

@@ -450,7 +450,8 @@ func TestHeadAndOptions(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
 		handlers.Config{StoreName: "embedded", Metrics: http.NotFoundHandler()})
 	for _, path := range []string{"/memberships/alice", "/memberships?contextHash=" + url.QueryEscape(segments.Hash("alice")),
-		"/status", "/status/stream", "/livez", "/healthz", "/readyz", "/openapi.yaml"} {
+		"/status", "/status/stream", "/livez", "/healthz", "/readyz", "/openapi.yaml", "/segments", "/memberships/alice/explain",
+		"/explain?contextHash=" + url.QueryEscape(segments.Hash("alice"))} {
 		getResp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
@@ -469,6 +470,8 @@ func TestHeadAndOptions(t *testing.T) {
 	}{
 		{"/memberships", []string{"GET", "HEAD", "OPTIONS", "POST"}},
 		{"/memberships/alice", []string{"GET", "HEAD", "OPTIONS"}},
+		{"/memberships/alice/explain", []string{"GET", "HEAD", "OPTIONS"}},
+		{"/segments", []string{"GET", "HEAD", "OPTIONS"}},
 		{"/readyz", []string{"GET", "HEAD", "OPTIONS"}},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,9 +29,15 @@ type statusBody struct {
 	Version            string  `json:"version"`
 	// Environment names the environment when several are served.
 	Environment string `json:"environment,omitempty"`
+	// The details (see details): the prefix as stored, and while unavailable why and since when.
+	Prefix      string  `json:"prefix,omitempty"`
+	LastError   string  `json:"lastError,omitempty"`
+	LastErrorAt *string `json:"lastErrorAt,omitempty"`
 }
 
-func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, polled bool) statusBody {
+// statusBody is env's status; with details, also where its store keeps the data and why it
+// is unavailable, which only a caller who may look its data up is told.
+func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, polled, details bool) statusBody {
 	b := statusBody{
 		Available:         st.Available,
 		Stale:             st.Stale,
@@ -42,28 +49,67 @@ func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, 
 	if len(s.envs) > 1 {
 		b.Environment = env.Name
 	}
-	at := func(t time.Time) *string { s := t.UTC().Format(time.RFC3339Nano); return &s }
+	if view, ok := s.describe(env, ""); ok {
+		b.Table = cmp.Or(view.Table, b.Table)
+		if details {
+			b.Prefix = view.Prefix
+		}
+	}
+	if details && !st.Available {
+		b.LastError, b.LastErrorAt = st.LastError, timeOrNil(st.LastErrorAt)
+	}
 	if !st.LastSynchronized.IsZero() {
-		b.LastSynchronizedOn, b.LastSynchronizedAt = st.LastSynchronized.UnixMilli(), at(st.LastSynchronized)
+		b.LastSynchronizedOn, b.LastSynchronizedAt = st.LastSynchronized.UnixMilli(), timeOrNil(st.LastSynchronized)
 	}
 	if st.Cursor != "" {
-		b.Cursor, b.DataChangedAt = &st.Cursor, at(st.DataChangedAt)
+		b.Cursor, b.DataChangedAt = &st.Cursor, timeOrNil(st.DataChangedAt)
 	}
 	if polled {
-		b.CheckedAt = at(st.CheckedAt)
+		b.CheckedAt = timeOrNil(st.CheckedAt)
 	}
 	return b
 }
 
+// details says, for each environment, whether the caller of r may see its store's details in
+// /status: everyone when no token is required, else a caller whose token opens that
+// environment, as the token check of its lookups decides (run here on a writer that goes
+// nowhere: /status stays open to probes, which are told the rest).
+func (s *server) details(r *http.Request) func(env string) bool {
+	if s.Auth == nil {
+		return func(string) bool { return true }
+	}
+	refused := false // no valid token: no environment is opened, and no need to ask again
+	return func(env string) bool {
+		if refused {
+			return false
+		}
+		opens := false
+		check := s.Auth.Require(func(_ http.ResponseWriter, _ *http.Request, code int, _ string) {
+			refused = code != http.StatusForbidden
+		}, func(*http.Request) string { return env })
+		check(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { opens = true })).ServeHTTP(nowhere{}, r)
+		return opens
+	}
+}
+
+// nowhere is a ResponseWriter that drops what is written to it: the token check's refusals,
+// when details asks it.
+type nowhere struct{}
+
+func (nowhere) Header() http.Header         { return http.Header{} }
+func (nowhere) Write(b []byte) (int, error) { return len(b), nil }
+func (nowhere) WriteHeader(int)             {}
+
 // getStatus serves GET /status: the poller's last snapshot, never a store read; unscoped
-// while several environments are served, every one's, by name.
+// while several environments are served, every one's, by name. Open to probes; the details
+// only to those the token check would let look the environment up.
 func (s *server) getStatus() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if chi.URLParam(r, envParam) == "" && len(s.envs) > 1 {
-			all := make(map[string]statusBody, len(s.envs))
+			all, details := make(map[string]statusBody, len(s.envs)), s.details(r)
 			for _, e := range s.envs {
 				st, polled := e.Status()
-				all[e.Name] = s.statusBody(e, st, polled)
+				all[e.Name] = s.statusBody(e, st, polled, details(e.Name))
 			}
 			writeJSON(w, http.StatusOK, struct {
 				Environments map[string]statusBody `json:"environments"`
@@ -75,7 +121,7 @@ func (s *server) getStatus() http.HandlerFunc {
 			return
 		}
 		st, polled := env.Status()
-		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled))
+		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled, s.details(r)(env.Name)))
 	}
 }
 
@@ -181,7 +227,7 @@ func (ew *eventWriter) send(env *segments.Environment) error {
 		return nil
 	}
 	ew.last[env.Name] = now
-	b, _ := json.Marshal(ew.s.statusBody(env, st, polled))
+	b, _ := json.Marshal(ew.s.statusBody(env, st, polled, true)) // the token check let the stream through
 	return ew.write(fmt.Sprintf("event: status\ndata: %s\n\n", b))
 }
 

@@ -50,14 +50,37 @@ func Spec(t testing.TB) *openapi3.T {
 	return doc
 }
 
-// Template returns the spec path that serves a request path: the path itself, or the
-// templated lookup path. Matching is done here rather than by a kin-openapi router because
-// context keys may hold an escaped "/", which path routers split on.
-func Template(path string) string {
-	if strings.HasPrefix(path, "/memberships/") {
-		return "/memberships/{contextKey}"
+// Template returns the spec path that serves a request's escaped path (URL.EscapedPath), or
+// the path itself if none does. Matching is done here, on the escaped path's segments, rather
+// than by a kin-openapi router, because context keys may hold an escaped "/", which path
+// routers split on; a static segment is preferred to a parameter, as chi prefers it.
+func Template(t testing.TB, escapedPath string) string {
+	t.Helper()
+	segs := strings.Split(escapedPath, "/")
+	best, bestStatic := escapedPath, -1
+	for tmpl := range Spec(t).Paths.Map() {
+		tsegs := strings.Split(tmpl, "/")
+		if len(tsegs) != len(segs) {
+			continue
+		}
+		static := 0
+		for i, ts := range tsegs {
+			switch {
+			case strings.HasPrefix(ts, "{") && segs[i] != "":
+			case ts == segs[i]:
+				static++
+			default:
+				static = -1
+			}
+			if static < 0 {
+				break
+			}
+		}
+		if static > bestStatic {
+			best, bestStatic = tmpl, static
+		}
 	}
-	return path
+	return best
 }
 
 // Check validates a response (status code, headers, body) against the spec and returns the
@@ -73,7 +96,7 @@ func Check(t testing.TB, req *http.Request, resp *http.Response) []byte {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	d := Spec(t)
-	path := Template(req.URL.Path)
+	path := Template(t, req.URL.EscapedPath())
 	item := d.Paths.Find(path)
 	switch {
 	case item == nil:
