@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,12 +27,10 @@ import (
 // varPrefix begins the name of every setting's variable.
 const varPrefix = "BIGSEG"
 
-// config is the server's settings: every BIGSEG_* variable, its default and its bounds, read
-// by envconfig (the struct tags name each variable and describe it for -h) and checked at
-// once, so that a bad or misspelt setting stops the server at start with a message that names
-// it. The commands take a config; tests build one with defaultConfig and a few fields set.
-// Defaults live once: defaultConfig, mostly the packages' own defaults, which envconfig leaves
-// in place for the variables that are unset, and which -h prints.
+// config is the server's settings: every BIGSEG_* variable, its default and its bounds. The
+// struct tags name each variable and describe it for -h (envconfig's format); loadConfig reads
+// them through getenv and checks them at once, naming the variable at fault. Defaults live
+// once, in defaultConfig (mostly the packages' own), which -h prints.
 type config struct {
 	Addr                      string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile               string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
@@ -137,24 +135,16 @@ func defaultConfig() config {
 	return c
 }
 
-// loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
-// Lists are comma-separated, their items trimmed. A BIGSEG_* variable that names no setting is
-// an error that names the nearest one: a misspelt setting must not be silently ignored. Every
+// loadConfig reads the configuration from the BIGSEG_* variables that getenv gives, and checks
+// it. An empty variable counts as unset. Lists are comma-separated, their items trimmed. Every
 // error names the variable at fault.
-func loadConfig() (config, error) {
+func loadConfig(getenv func(string) string) (config, error) {
 	cfg := defaultConfig()
-	if err := unknownVariables(os.Environ()); err != nil {
-		return cfg, err
-	}
-	if err := envconfig.Process(varPrefix, &cfg); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return cfg, fmt.Errorf("%s=%q: not a valid %s", pe.KeyName, pe.Value, pe.TypeName)
-		}
+	if err := cfg.read(getenv); err != nil {
 		return cfg, err
 	}
 	cfg.derive()
-	_, prefixSet := os.LookupEnv(varPrefix + "_PREFIX")
+	prefixSet := getenv(varPrefix+"_PREFIX") != ""
 	if prefixSet && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
 	}
@@ -167,6 +157,43 @@ func loadConfig() (config, error) {
 		}
 	}
 	return cfg, cfg.validate()
+}
+
+// read sets each field named by an envconfig tag whose variable getenv gives, as envconfig
+// would (which reads the process's environment itself).
+func (c *config) read(getenv func(string) string) error {
+	v := reflect.ValueOf(c).Elem()
+	var errs []error
+	for i := range v.NumField() {
+		name := varPrefix + "_" + v.Type().Field(i).Tag.Get("envconfig")
+		s, f := getenv(name), v.Field(i)
+		if name == varPrefix+"_" || s == "" {
+			continue
+		}
+		var err error
+		switch f.Interface().(type) {
+		case time.Duration:
+			var d time.Duration
+			d, err = time.ParseDuration(s)
+			f.SetInt(int64(d))
+		case []string:
+			f.Set(reflect.ValueOf(strings.Split(s, ",")))
+		case string:
+			f.SetString(s)
+		case bool:
+			var b bool
+			b, err = strconv.ParseBool(s)
+			f.SetBool(b)
+		default: // the integers
+			var n int64
+			n, err = strconv.ParseInt(s, 0, f.Type().Bits())
+			f.SetInt(n)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a valid %s", name, s, f.Type()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // variables are the names of every setting's variable.
@@ -189,6 +216,9 @@ func unknownVariables(environ []string) error {
 	var errs []error
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
+		if value == "" { // counts as unset
+			continue
+		}
 		if replacement, ok := removed[strings.TrimPrefix(name, varPrefix+"_")]; ok {
 			if strings.Contains(replacement, "%") {
 				replacement = fmt.Sprintf(replacement, value)

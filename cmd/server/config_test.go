@@ -133,7 +133,7 @@ func TestUnknownVariablesInEnviron(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?") {
 		t.Errorf("a misspelt setting: %v", err)
 	}
-	if err := unknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s"}); err != nil {
+	if err := unknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s", "BIGSEG_CACHESIZE="}); err != nil {
 		t.Errorf("Kubernetes' and the tests' variables: %v", err)
 	}
 }
@@ -201,5 +201,16 @@ func TestDerivedLimits(t *testing.T) {
 	}
 	if c := defaultConfig(); c.AccessLog {
 		t.Error("requests logged at info level")
+	}
+}
+
+// An empty variable counts as unset: the default holds (main changes no variable).
+func TestEmptyVariableCountsAsUnset(t *testing.T) {
+	c, err := configOf(map[string]string{"BIGSEG_CACHE_SIZE": "", "BIGSEG_LOOKUP_TIMEOUT": "", "BIGSEG_PREFIX": ""})
+	if d := defaultConfig(); err != nil || c.CacheSize != d.CacheSize || c.LookupTimeout != d.LookupTimeout || c.Prefix != d.Prefix {
+		t.Errorf("empty variables: %v, cache size %d, lookup timeout %s, prefix %q; want the defaults", err, c.CacheSize, c.LookupTimeout, c.Prefix)
+	}
+	if _, err := configOf(map[string]string{"BIGSEG_CACHE_SIZE": "many"}); err == nil || !strings.Contains(err.Error(), `BIGSEG_CACHE_SIZE="many": not a valid int`) {
+		t.Errorf("a bad integer: %v", err)
 	}
 }

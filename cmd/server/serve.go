@@ -236,22 +236,18 @@ func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) ha
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
-// the API tokens, the TLS files and the embedded store. The status poller and the loops that
-// re-read the tokens and TLS files run meanwhile and stop only once the server has.
+// the API tokens, the TLS files and the embedded store. Every listener lives and dies with the
+// others: the first to fail ends run, which shuts the others down and returns its error. The
+// status poller and the loops that re-read the tokens and TLS files run in the same group, and
+// stop once the listeners have (the poller serves the drain).
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
-	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.svc.Run(pollCtx) })
-	wg.Go(func() { _ = a.tokens.Run(pollCtx) })
-	wg.Go(func() { _ = a.certs.Run(pollCtx) })
-	defer func() {
-		stopPolling()
-		wg.Wait()
-	}()
-	// Every listener lives and dies with the others: the first to fail ends run, which shuts
-	// the others down and returns its error.
-	listeners, failed := errgroup.WithContext(context.Background())
-	listeners.Go(func() error {
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	group, failed := errgroup.WithContext(context.Background())
+	group.Go(func() error { return a.svc.Run(loopCtx) })
+	group.Go(func() error { return a.tokens.Run(loopCtx) })
+	group.Go(func() error { return a.certs.Run(loopCtx) })
+	group.Go(func() error {
 		if a.certs != nil {
 			return served("API", a.srv.ServeTLS(a.ln, "", ""))
 		}
@@ -259,7 +255,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	})
 	for _, s := range a.sides {
 		withTLS := s.srv.TLSConfig != nil // Serve changes the config: read it before
-		listeners.Go(func() error {
+		group.Go(func() error {
 			if withTLS {
 				return served(s.name, s.srv.ServeTLS(s.ln, "", ""))
 			}
@@ -268,7 +264,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		a.log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String(), "tls", withTLS)
 	}
 	if a.resp != nil {
-		listeners.Go(func() error { return served("Redis-protocol", a.resp.srv.Serve(a.resp.ln)) })
+		group.Go(func() error { return served("Redis-protocol", a.resp.srv.Serve(a.resp.ln)) })
 		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.respPrefixes())
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
@@ -296,7 +292,8 @@ loop:
 		}
 	}
 	shutdownErr := a.shutdown(signals, failed, delay)
-	return errors.Join(listeners.Wait(), shutdownErr)
+	stopLoops()
+	return errors.Join(group.Wait(), shutdownErr)
 }
 
 // served is what a listener's Serve returning tells run: nil once it was shut down, else
