@@ -18,7 +18,6 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
-	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -52,7 +51,6 @@ type config struct {
 	SeedFile                  string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
 	CacheSize                 int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
 	CacheTTL                  time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
-	CacheTTLWithCursor        time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
 	StatusPollInterval        time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
 	StaleAfter                time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
 	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
@@ -60,24 +58,25 @@ type config struct {
 	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
 	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)"`
 	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
-	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least the largest body: MAX_BATCH keys of MAX_KEY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
-	PprofAddr                 string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
 	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
-	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
+	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics, the probes /livez, /healthz, /readyz and Go's /debug/pprof on this address too, such as :9090 (the operators' listener: keep it private); /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
 	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; a quarter of them may run lookups at once (429 beyond), half hold /status/stream (503 beyond)"`
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
+	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment; 0 turns the scans off"`
+	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most contexts a scan reads a second, so that it never competes with lookups"`
+	InventoryMaxSegments      int           `envconfig:"INVENTORY_MAX_SEGMENTS" desc:"segments of each environment exported as bigseg_segment_contexts series, the largest (0 to 10000)"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
 
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait, ShutdownTimeout time.Duration `ignored:"true"`
 	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                                      int           `ignored:"true"`
 	AccessLog, RESPTLS                                                                                       bool          `ignored:"true"`
-	MaxBodyBytes                                                                                             int64         `ignored:"true"`
+	MaxBodyBytes, BodyMemoryBytes                                                                            int64         `ignored:"true"`
 }
 
 // derive sets the limits that follow from the settings. A client gets twice
@@ -89,7 +88,8 @@ type config struct {
 // lookups at once, as many more wait for a slot, and half may hold status streams (which are
 // never closed to make room). A lookup waits for a slot at most a
 // quarter of its timeout; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES (with JSON's
-// quotes, commas and a few escapes: 1 MiB by default), its answer at most 100 refs a lookup. At debug level every
+// quotes, commas and a few escapes: 1 MiB by default), its answer at most 100 refs a lookup;
+// the bodies being read or answered share 64 MiB, or 64 of the largest if more. At debug level every
 // request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
 // carries the API tokens). Headers are bounded at 16 KiB (a
 // context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
@@ -102,6 +102,7 @@ func (c *config) derive() {
 	c.ShutdownTimeout = c.WriteTimeout
 	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
+	c.BodyMemoryBytes = max(64<<20, 64*c.MaxBodyBytes)
 	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
 	level, _ := parseLevel(c.LogLevel)
 	c.AccessLog = level <= slog.LevelDebug
@@ -112,24 +113,25 @@ func (c *config) derive() {
 // defaultConfig is the configuration with no variable set.
 func defaultConfig() config {
 	c := config{
-		Addr:                   ":8080",
-		DynamoDBConsistentRead: true,
-		Prefix:                 redis.DefaultPrefix,
-		CacheSize:              segments.DefaultCacheSize,
-		CacheTTL:               segments.DefaultCacheTTL,
-		CacheTTLWithCursor:     segments.DefaultCursorTTL,
-		StatusPollInterval:     segments.DefaultPollInterval,
-		StaleAfter:             segments.DefaultStaleAfter,
-		LookupTimeout:          segments.DefaultLookupTimeout,
-		StoreReadsInFlight:     segments.DefaultReadsInFlight,
-		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
-		MaxBatch:               handlers.DefaultMaxBatch,
-		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
-		BodyMemoryBytes:        limit.DefaultBodyMemory,
-		LogLevel:               "info",
-		MaxConns:               4096,
-		WriteTimeout:           15 * time.Second,
-		ShutdownDelay:          5 * time.Second,
+		Addr:                    ":8080",
+		DynamoDBConsistentRead:  true,
+		Prefix:                  redis.DefaultPrefix,
+		CacheSize:               segments.DefaultCacheSize,
+		CacheTTL:                segments.DefaultCacheTTL,
+		StatusPollInterval:      segments.DefaultPollInterval,
+		StaleAfter:              segments.DefaultStaleAfter,
+		LookupTimeout:           segments.DefaultLookupTimeout,
+		StoreReadsInFlight:      segments.DefaultReadsInFlight,
+		MaxKeyBytes:             handlers.DefaultMaxKeyBytes,
+		MaxBatch:                handlers.DefaultMaxBatch,
+		BodyReadTimeout:         handlers.DefaultBodyReadTimeout,
+		LogLevel:                "info",
+		MaxConns:                4096,
+		WriteTimeout:            15 * time.Second,
+		ShutdownDelay:           5 * time.Second,
+		InventoryInterval:       time.Hour,
+		InventoryReadsPerSecond: 1000,
+		InventoryMaxSegments:    100,
 	}
 	c.derive()
 	return c
@@ -268,6 +270,9 @@ var removed = map[string]string{
 	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
 	"MAX_BODY_BYTES":                 "a batch's body holds BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES and their JSON punctuation: set those instead",
 	"SHUTDOWN_TIMEOUT":               "after BIGSEG_SHUTDOWN_DELAY, in-flight requests get BIGSEG_WRITE_TIMEOUT to finish, as long as any may take: set that (to %s, if it still holds a lookup) instead",
+	"CACHE_TTL_WITH_CURSOR":          "while the store has a cursor, a cached membership lives until the cursor changes, at most 1 hour",
+	"PPROF_ADDR":                     "Go's /debug/pprof is served on the BIGSEG_METRICS_ADDR listener, the operators' one: set that (to %s) instead",
+	"BODY_MEMORY_BYTES":              "the batch bodies being read or answered share 64 MiB, or 64 times the largest body (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES) if that is more",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
@@ -367,7 +372,6 @@ func (c config) rangeChecks() []rangeCheck {
 	return []rangeCheck{
 		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
-		{"CACHE_TTL_WITH_CURSOR", c.CacheTTLWithCursor <= 0, "must be positive"},
 		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
 		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
 		{"LOOKUP_TIMEOUT", c.LookupTimeout <= 0, "must be positive"},
@@ -375,10 +379,12 @@ func (c config) rangeChecks() []rangeCheck {
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
 		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
-		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, fmt.Sprintf("must be at least the largest body, %d bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)", c.MaxBodyBytes)},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
+		{"INVENTORY_INTERVAL", c.InventoryInterval < 0, "must not be negative (0 turns the scans off)"},
+		{"INVENTORY_READS_PER_SECOND", c.InventoryReadsPerSecond < 1, "must be at least 1"},
+		{"INVENTORY_MAX_SEGMENTS", c.InventoryMaxSegments < 0 || c.InventoryMaxSegments > 10000, "must be 0 to 10000"},
 	}
 }
 

@@ -133,7 +133,7 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 	}
 	a.svc, err = segments.New(envs,
 		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
-		segments.WithCursorTTL(a.cfg.CacheTTLWithCursor),
+		segments.WithCursorTTL(time.Hour), // a new cursor drops every cached membership
 		segments.WithPollInterval(a.cfg.StatusPollInterval),
 		segments.WithStaleAfter(a.cfg.StaleAfter),
 		segments.WithLookupTimeout(a.cfg.LookupTimeout),
@@ -169,18 +169,14 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	}
 	a.ln = limit.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
-	if a.cfg.MetricsAddr != "" {
-		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc)
+	if a.cfg.MetricsAddr != "" { // the operators' listener: metrics, probes and Go's profiler
+		mux := pprofMux()
+		mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
 		var tc *tls.Config
 		if a.cfg.MetricsTLS {
 			tc = a.certs.ServerConfig()
 		}
-		if err := a.side("metrics", a.cfg.MetricsAddr, ops, tc, 30*time.Second); err != nil {
-			return err
-		}
-	}
-	if a.cfg.PprofAddr != "" {
-		if err := a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil, 2*time.Minute); err != nil {
+		if err := a.side("metrics", a.cfg.MetricsAddr, mux, tc); err != nil {
 			return err
 		}
 	}
@@ -416,7 +412,7 @@ func pprofMux() *http.ServeMux {
 	return mux
 }
 
-// sideServer serves the metrics and probes, or the profiler, on a listener of their own, kept
+// sideServer serves the metrics, the probes and the profiler on a listener of their own, kept
 // apart from the API.
 type sideServer struct {
 	name string
@@ -430,15 +426,15 @@ const sideConns = 64
 
 // side opens a side listener, with TLS when tc is set; run starts it. It answers little and
 // to few clients, so a connection limit and short timeouts bound what clients can hold
-// there; writes may take as long as a profile (pprof's default 30 s, up to writeTimeout).
-func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeout time.Duration) error {
+// there; writes may take as long as a profile (pprof's default 30 s, up to 2 minutes).
+func (a *app) side(name, addr string, h http.Handler, tc *tls.Config) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", name, err)
 	}
 	limited := limit.NewListener(ln, sideConns)
 	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
 	return nil

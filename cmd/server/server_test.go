@@ -384,7 +384,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"BIGSEG_SEED_FILE": "/does/not/exist.json"}, "BIGSEG_SEED_FILE"},
 		{map[string]string{"BIGSEG_SEED_FILE": seed}, "bad.json:3: contexts[\"alice\"]"},
 		{map[string]string{"BIGSEG_ADDR": "256.0.0.1:bad"}, "listen"},
-		{map[string]string{"BIGSEG_BODY_MEMORY_BYTES": "1000"}, "BIGSEG_BODY_MEMORY_BYTES: must be at least the largest body, 1049024 bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)"},
+		{map[string]string{"BIGSEG_INVENTORY_MAX_SEGMENTS": "10001"}, "BIGSEG_INVENTORY_MAX_SEGMENTS: must be 0 to 10000"},
 		// Files named by mistake: refused at once, not read without end.
 		{map[string]string{"BIGSEG_API_TOKENS_FILE": "/dev/zero"}, "larger than 1048576 bytes"},
 		{map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_PASSWORD_FILE": "/dev/zero"}, "larger than 1048576 bytes"},
