@@ -489,7 +489,8 @@ func configUsage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
-		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis or DynamoDB table\n"+
+		"  server load [--replace] [--dry-run] [--environment E] F\n"+
+		"                                              write fixture file F into the configured Redis or DynamoDB table\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")

@@ -5,6 +5,7 @@
 //	server -h                   list every variable with its default
 //	server -version             print the version
 //	server load [--replace] F   write fixture file F into the configured Redis or DynamoDB table
+//	                            (--dry-run: say what it would change, and change nothing)
 //	server healthcheck          exit 0 if the local server answers /livez
 package main
 
