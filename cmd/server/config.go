@@ -6,18 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/settings"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -142,7 +136,7 @@ func defaultConfig() config {
 // error names the variable at fault.
 func loadConfig(getenv func(string) string) (config, error) {
 	cfg := defaultConfig()
-	if err := cfg.read(getenv); err != nil {
+	if err := settings.Read(getenv, varPrefix, &cfg); err != nil {
 		return cfg, err
 	}
 	cfg.derive()
@@ -161,81 +155,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return cfg, cfg.validate()
 }
 
-// read sets each field named by an envconfig tag whose variable getenv gives, as envconfig
-// would (which reads the process's environment itself).
-func (c *config) read(getenv func(string) string) error {
-	v := reflect.ValueOf(c).Elem()
-	var errs []error
-	for i := range v.NumField() {
-		name := varPrefix + "_" + v.Type().Field(i).Tag.Get("envconfig")
-		s, f := getenv(name), v.Field(i)
-		if name == varPrefix+"_" || s == "" {
-			continue
-		}
-		var err error
-		switch f.Interface().(type) {
-		case time.Duration:
-			var d time.Duration
-			d, err = time.ParseDuration(s)
-			f.SetInt(int64(d))
-		case []string:
-			f.Set(reflect.ValueOf(strings.Split(s, ",")))
-		case string:
-			f.SetString(s)
-		case bool:
-			var b bool
-			b, err = strconv.ParseBool(s)
-			f.SetBool(b)
-		default: // the integers
-			var n int64
-			n, err = strconv.ParseInt(s, 0, f.Type().Bits())
-			f.SetInt(n)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: not a valid %s", name, s, f.Type()))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // variables are the names of every setting's variable.
-func variables() []string {
-	var names []string
-	typ := reflect.TypeFor[config]()
-	for i := range typ.NumField() {
-		if name := typ.Field(i).Tag.Get("envconfig"); name != "" {
-			names = append(names, varPrefix+"_"+name)
-		}
-	}
-	return names
-}
+func variables() []string { return settings.Names(varPrefix, &config{}) }
 
-// unknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
-// the tests' own, and the variables Kubernetes sets for a Service named like a BIGSEG_ prefix
-// (BIGSEG_SERVICE_HOST, BIGSEG_PORT_8080_TCP and the like).
+// unknownVariables refuses a BIGSEG_* variable that names no setting, or a removed one.
 func unknownVariables(environ []string) error {
-	known := variables()
-	var errs []error
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if value == "" { // counts as unset
-			continue
-		}
-		if replacement, ok := removed[strings.TrimPrefix(name, varPrefix+"_")]; ok {
-			if strings.Contains(replacement, "%") {
-				replacement = fmt.Sprintf(replacement, value)
-			}
-			errs = append(errs, fmt.Errorf("%s is gone: %s", name, replacement))
-			continue
-		}
-		if !strings.HasPrefix(name, varPrefix+"_") || slices.Contains(known, name) ||
-			strings.HasPrefix(name, varPrefix+"_TEST_") || serviceLink.MatchString(name) {
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known)))
-	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(errs...)
+	return settings.Unknown(environ, varPrefix, &config{}, removed)
 }
 
 // removed are the settings that went, each with what replaces it (%s: the value it was
@@ -274,41 +199,6 @@ var removed = map[string]string{
 	"PPROF_ADDR":                     "Go's /debug/pprof is served on the BIGSEG_METRICS_ADDR listener, the operators' one: set that (to %s) instead",
 	"BODY_MEMORY_BYTES":              "the batch bodies being read or answered share 64 MiB, or 64 times the largest body (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES) if that is more",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
-}
-
-// serviceLink matches the variables Kubernetes injects for a Service (enableServiceLinks).
-var serviceLink = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
-
-// nearest is the name of names closest to name, by edit distance.
-func nearest(name string, names []string) string {
-	best, bestD := "", -1
-	for _, n := range names {
-		if d := editDistance(name, n); bestD < 0 || d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // validate checks every setting at once; Redis's are checked by validateRedis.
@@ -475,14 +365,6 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// usageFormat is envconfig's table with each variable's default as defaultConfig has it.
-const usageFormat = `This application is configured via the environment. The following environment
-variables can be used:
-
-KEY	TYPE	DEFAULT	DESCRIPTION
-{{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}
-{{end}}`
-
 // configUsage lists every BIGSEG_* variable with its default, after the server's commands:
 // the first part of usage.
 func configUsage(w io.Writer) error {
@@ -494,13 +376,8 @@ func configUsage(w io.Writer) error {
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	cfg := defaultConfig()
-	if err := envconfig.Usagef(varPrefix, &cfg, tw, usageFormat); err != nil {
-		return err
-	}
-	fmt.Fprintln(tw)
-	return tw.Flush()
+	return settings.Usage(w, varPrefix, &cfg)
 }
 
 // loadKeyPair is tls.LoadX509KeyPair with auth.ReadSettingFile.
