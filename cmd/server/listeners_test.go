@@ -59,12 +59,8 @@ func TestListenerFailureEndsTheProgram(t *testing.T) {
 				broken = &brokenListener{Listener: a.resp.ln, closed: make(chan struct{})}
 				a.resp.ln = broken
 			default:
-				for _, s := range a.sides {
-					if strings.Contains(s.name, which) {
-						broken = &brokenListener{Listener: s.ln, closed: make(chan struct{})}
-						s.ln = broken
-					}
-				}
+				broken = &brokenListener{Listener: a.ops.ln, closed: make(chan struct{})}
+				a.ops.ln = broken
 			}
 			if broken == nil {
 				t.Fatalf("no %s listener", which)

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,14 +29,13 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the HTTP service until ctx ends or a signal asks it to stop, then shuts it down
-// (see app.shutdown).
+// serve runs the service until ctx ends or a signal asks it to stop (see app.run).
 func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})))
 	if err != nil {
 		return err
 	}
@@ -43,22 +43,28 @@ func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.
 	return a.run(ctx, signals)
 }
 
-// app is the service's parts, built from the configuration by newApp; it owns every resource
-// they hold, and close releases them.
+// app is the service's parts, built by newApp; it owns every resource they hold.
 type app struct {
 	cfg    config
 	log    *slog.Logger
 	store  openedStore
-	svc    *segments.Service // every environment's lookups and status
+	svc    *segments.Service
 	srv    *http.Server
 	ln     *limit.Listener
-	resp   *respListener        // the Redis-protocol listener, when configured
-	shed   *limit.Shedder       // lookups' slots, on every listener
-	sides  []*sideServer        // the metrics and profiler listeners, when configured
+	resp   *listener            // the Redis-protocol listener, when configured
+	ops    *listener            // the operators' listener (metrics, probes, pprof), when configured
 	certs  *auth.Certificates   // the listeners' TLS files, when configured
 	tokens *auth.Tokens         // the bearer tokens accepted, if any
 	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
 	stop   chan struct{}        // closed when the server shuts down: status streams end
+}
+
+// listener is a listener beside the API's, and what serves it.
+type listener struct {
+	name string
+	ln   net.Listener
+	http *http.Server // or
+	resp *resp.Server
 }
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
@@ -99,22 +105,27 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	a.shed = limit.NewShedder(cfg.MaxInflight, cfg.ShedWait)
+	shed := limit.NewShedder(cfg.MaxInflight, cfg.ShedWait)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
-		MaxRequestsInFlight: metricsInFlight})
-	if err := a.listen(m, metricsHandler); err != nil {
+		MaxRequestsInFlight: 4}) // each scrape renders every metric: beyond 4 at once, 503
+	if err := a.listen(m, metricsHandler, shed); err != nil {
 		return nil, err
 	}
+	if cfg.MetricsAddr != "" {
+		metricsHandler = nil // served on the operators' listener only
+	}
 	a.srv = &http.Server{
-		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.svc),
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		Protocols:         http1Only(),
-		ConnState:         a.ln.ConnState,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		Handler: handlers.New(handlers.Config{
+			Log: log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
+			MaxKeyBytes: cfg.MaxKeyBytes, MaxBatch: cfg.MaxBatch, MaxBatchRefs: cfg.MaxBatchRefs,
+			MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
+			Stop: a.stop, Observe: m.ObserveRequest, AccessLog: cfg.AccessLog, Metrics: metricsHandler,
+			Bodies: limit.NewBodies(cfg.BodyMemoryBytes), Shed: shed.Middleware(handlers.Error),
+			Streams: limit.Streams(a.ln.MaxStreams(cfg.MaxStreams), handlers.Error), Auth: a.tokens, Trace: a.tel.HTTP(),
+		}, a.svc),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, Protocols: http1Only(),
+		ConnState: a.ln.ConnState, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	if a.certs != nil {
 		a.srv.TLSConfig = a.certs.ServerConfig()
@@ -127,9 +138,9 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 func (a *app) service(m *metrics.Metrics) (err error) {
 	envs := a.store.envs
 	for i := range envs {
-		// The prefix the environment is served under on the Redis-protocol listener: its own,
-		// or for data with none (DynamoDB's default), the SDKs' default Redis prefix.
-		envs[i].Store, envs[i].Prefix = a.store.stores[i], a.store.respPrefix(i)
+		if envs[i].Prefix == "" { // DynamoDB's default: served on the Redis-protocol listener as the SDKs' default
+			envs[i].Prefix = redis.DefaultPrefix
+		}
 	}
 	a.svc, err = segments.New(envs,
 		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
@@ -148,94 +159,81 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 	return err
 }
 
-// metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
-// it, a scrape gets 503.
-const metricsInFlight = 4
-
 // http1Only is the protocols bigseg serves: HTTP/1.1 alone, with TLS too. With HTTP/2 one
-// connection carries many requests at once, each with its goroutine and buffers, beyond what
-// BIGSEG_MAX_CONNS bounds; clients that multiplex have keep-alive pools and batches instead.
+// connection carries many requests at once, beyond what BIGSEG_MAX_CONNS bounds.
 func http1Only() *http.Protocols {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	return &p
 }
 
-// listen opens the API's listener, under the connection limit, and the side listeners.
-func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
+// listen opens the API's listener, the operators' and the Redis-protocol one, each under a
+// connection limit of its own.
+func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	a.ln = limit.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
-	if a.cfg.MetricsAddr != "" { // the operators' listener: metrics, probes and Go's profiler
-		mux := pprofMux()
-		mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
-		var tc *tls.Config
-		if a.cfg.MetricsTLS {
-			tc = a.certs.ServerConfig()
-		}
-		if err := a.side("metrics", a.cfg.MetricsAddr, mux, tc); err != nil {
+	if a.cfg.MetricsAddr != "" {
+		if err := a.listenOps(metricsHandler); err != nil {
 			return err
 		}
 	}
-	if a.cfg.RESPAddr != "" {
-		return a.listenRESP(m)
+	if a.cfg.RESPAddr == "" {
+		return nil
 	}
-	return nil
-}
-
-// respListener is the Redis-protocol listener and its server.
-type respListener struct {
-	ln  net.Listener
-	srv *resp.Server
-}
-
-// listenRESP opens the Redis-protocol listener, under a connection limit of its own, with TLS
-// when HTTP has TLS (cfg.RESPTLS).
-func (a *app) listenRESP(m *metrics.Metrics) error {
 	raw, err := net.Listen("tcp", a.cfg.RESPAddr)
 	if err != nil {
 		return fmt.Errorf("Redis-protocol listener: %w", err)
 	}
 	limited := limit.NewListener(raw, a.cfg.RESPMaxConns)
-	var ln net.Listener = limited
-	if a.cfg.RESPTLS {
-		ln = tls.NewListener(limited, a.certs.ServerConfig())
-	}
-	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
-		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
+	a.resp = &listener{name: "Redis-protocol", ln: limited, resp: resp.New(resp.Config{
+		Version: version(), Log: a.log, Tokens: a.tokens, Shed: shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open), TracerProvider: a.tel.TracerProvider,
 	}, a.svc.Environments()...)}
+	if a.cfg.RESPTLS {
+		a.resp.ln = tls.NewListener(limited, a.certs.ServerConfig())
+	}
 	return nil
 }
 
-// handlersConfig is the HTTP API's configuration, with the defences where they belong.
-func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) handlers.Config {
-	if a.cfg.MetricsAddr != "" {
-		metricsHandler = nil // served on its own listener only
+// sideConns bounds the connections of the operators' listener: scrapers, probes and
+// profilers need few.
+const sideConns = 64
+
+// listenOps opens the operators' listener: /metrics, the probes and Go's /debug/pprof. It
+// answers little and to few (sideConns), with short timeouts, but for writes as long as a
+// profile (pprof's default 30 s).
+func (a *app) listenOps(metricsHandler http.Handler) error {
+	ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
 	}
-	streams := a.ln.MaxStreams(a.cfg.MaxStreams)
-	return handlers.Config{
-		Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
-		MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
-		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
-		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
-		Bodies:  limit.NewBodies(a.cfg.BodyMemoryBytes),
-		Shed:    a.shed.Middleware(handlers.Error),
-		Streams: limit.Streams(streams, handlers.Error),
-		Auth:    a.tokens,
-		Trace:   a.tel.HTTP(),
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
+	limited := limit.NewListener(ln, sideConns)
+	a.ops = &listener{name: "metrics", ln: limited, http: &http.Server{Handler: mux,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}}
+	if a.cfg.MetricsTLS {
+		a.ops.http.TLSConfig = a.certs.ServerConfig()
 	}
+	return nil
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
-// the API tokens, the TLS files and the embedded store. Every listener lives and dies with the
-// others: the first to fail ends run, which shuts the others down and returns its error. The
-// status poller and the loops that re-read the tokens and TLS files run in the same group, and
-// stop once the listeners have (the poller serves the drain).
+// the API tokens, the TLS files and the embedded store. The listeners live and die together:
+// the first to fail ends run, which shuts the others down and returns its error. The status
+// poller and the loops that re-read the tokens and TLS files run in the same group, and stop
+// once the listeners have (the poller serves the drain).
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
@@ -243,48 +241,39 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	group.Go(func() error { return a.svc.Run(loopCtx) })
 	group.Go(func() error { return a.tokens.Run(loopCtx) })
 	group.Go(func() error { return a.certs.Run(loopCtx) })
-	group.Go(func() error {
-		if a.certs != nil {
-			return served("API", a.srv.ServeTLS(a.ln, "", ""))
-		}
-		return served("API", a.srv.Serve(a.ln))
-	})
-	for _, s := range a.sides {
-		withTLS := s.srv.TLSConfig != nil // Serve changes the config: read it before
-		group.Go(func() error {
-			if withTLS {
-				return served(s.name, s.srv.ServeTLS(s.ln, "", ""))
-			}
-			return served(s.name, s.srv.Serve(s.ln))
-		})
-		a.log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String(), "tls", withTLS)
+	group.Go(func() error { return served("API", a.srv, a.ln) })
+	if a.ops != nil {
+		group.Go(func() error { return served(a.ops.name, a.ops.http, a.ops.ln) })
+		a.log.Info("side listener", "for", a.ops.name, "addr", a.ops.ln.Addr().String(), "tls", a.cfg.MetricsTLS)
+	}
+	var prefixes []string
+	for _, e := range a.svc.Environments() {
+		prefixes = append(prefixes, e.Prefix)
 	}
 	if a.resp != nil {
-		group.Go(func() error { return served("Redis-protocol", a.resp.srv.Serve(a.resp.ln)) })
-		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.respPrefixes())
+		group.Go(func() error { return servedErr(a.resp.name, a.resp.resp.Serve(a.resp.ln)) })
+		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"environments", len(a.svc.Environments()), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
+		"environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
 		"lookupTimeout", a.cfg.LookupTimeout.String())
 	delay := a.cfg.ShutdownDelay
-loop:
-	for {
+	for done := false; !done; {
 		select {
 		case <-failed.Done(): // a listener failed: no load balancer is worth waiting for
-			delay = 0
-			break loop
+			delay, done = 0, true
 		case <-ctx.Done():
-			break loop
+			done = true
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
 				a.reload()
-				continue
 			case os.Interrupt: // Ctrl-C in a terminal: no load balancer to wait for
-				delay = 0
+				delay, done = 0, true
+			default:
+				done = true
 			}
-			break loop
 		}
 	}
 	shutdownErr := a.shutdown(signals, failed, delay)
@@ -292,9 +281,17 @@ loop:
 	return errors.Join(group.Wait(), shutdownErr)
 }
 
-// served is what a listener's Serve returning tells run: nil once it was shut down, else
+// served serves srv on ln, with TLS when srv has a TLS config, until it is shut down.
+func served(name string, srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		return servedErr(name, srv.ServeTLS(ln, "", ""))
+	}
+	return servedErr(name, srv.Serve(ln))
+}
+
+// servedErr is what a listener's Serve returning tells run: nil once it was shut down, else
 // its error, naming it.
-func served(name string, err error) error {
+func servedErr(name string, err error) error {
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -303,7 +300,6 @@ func served(name string, err error) error {
 
 // reload reads the API tokens file and the TLS files again, if any, and the embedded store's
 // fixture, and serves it: a change, which every instance's cache and status stream follow.
-// With Redis there is no fixture to reload.
 func (a *app) reload() {
 	a.tokens.Reload()
 	a.certs.Reload()
@@ -336,7 +332,7 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	var respErr error
 	var wg sync.WaitGroup
 	if a.resp != nil {
-		wg.Go(func() { respErr = a.resp.srv.Shutdown(ctx) })
+		wg.Go(func() { respErr = a.resp.resp.Shutdown(ctx) })
 	}
 	err := a.srv.Shutdown(ctx)
 	if err != nil {
@@ -348,8 +344,8 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	if telErr := a.tel.Shutdown(ctx); telErr != nil {
 		a.log.Warn("OpenTelemetry: not everything was exported by the shutdown timeout", "err", telErr.Error())
 	}
-	for _, s := range a.sides { // the probes and metrics answer until the drain is over
-		s.srv.Close()
+	if a.ops != nil { // the probes and metrics answer until the drain is over
+		a.ops.http.Close()
 	}
 	if respErr != nil {
 		a.log.Warn("Redis-protocol listener: connections cut at the shutdown timeout", "err", respErr.Error())
@@ -383,15 +379,16 @@ func (a *app) wait(signals <-chan os.Signal, failed context.Context, delay time.
 // close releases what newApp opened and run did not (run closes every listener it served):
 // the listeners, if run never ran, and the store (the Redis client).
 func (a *app) close() {
-	for _, s := range a.sides {
-		s.ln.Close()
+	for _, l := range []*listener{a.ops, a.resp} {
+		if l != nil && l.resp != nil {
+			l.resp.Close()
+		}
+		if l != nil {
+			l.ln.Close()
+		}
 	}
 	if a.ln != nil {
 		a.ln.Close()
-	}
-	if a.resp != nil {
-		a.resp.srv.Close()
-		a.resp.ln.Close()
 	}
 	if a.store.close != nil {
 		a.store.close()
@@ -401,41 +398,4 @@ func (a *app) close() {
 		defer cancel()
 		_ = a.tel.Shutdown(ctx)
 	}
-}
-
-func pprofMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
-
-// sideServer serves the metrics, the probes and the profiler on a listener of their own, kept
-// apart from the API.
-type sideServer struct {
-	name string
-	ln   net.Listener
-	srv  *http.Server
-}
-
-// sideConns bounds the connections of each side listener: scrapers, probes and profilers
-// need few.
-const sideConns = 64
-
-// side opens a side listener, with TLS when tc is set; run starts it. It answers little and
-// to few clients, so a connection limit and short timeouts bound what clients can hold
-// there; writes may take as long as a profile (pprof's default 30 s, up to 2 minutes).
-func (a *app) side(name, addr string, h http.Handler, tc *tls.Config) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("%s listener: %w", name, err)
-	}
-	limited := limit.NewListener(ln, sideConns)
-	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
-	return nil
 }
