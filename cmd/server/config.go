@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/handlers"
-	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/settings"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
@@ -378,17 +376,4 @@ func configUsage(w io.Writer) error {
 		"  server -h                                   this help\n\n")
 	cfg := defaultConfig()
 	return settings.Usage(w, varPrefix, &cfg)
-}
-
-// loadKeyPair is tls.LoadX509KeyPair with auth.ReadSettingFile.
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := auth.ReadSettingFile(certFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	key, err := auth.ReadSettingFile(keyFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(cert, key)
 }
