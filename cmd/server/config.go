@@ -71,22 +71,12 @@ type config struct {
 	MaxBodyBytes, BodyMemoryBytes                                                                            int64         `ignored:"true"`
 }
 
-// derive sets the limits that follow from the settings. A client gets twice
-// BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
-// MAX_CONNS), and the whole request a second more than headers and body together, so that a
-// slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
-// begun, and that listener as many connections as HTTP. At shutdown, in-flight requests get
-// WRITE_TIMEOUT to finish: as long as any of them may take. A quarter of the connections may run
-// lookups at once, as many more wait for a slot, and half may hold status streams (which are
-// never closed to make room). A lookup waits for a slot at most a
-// quarter of its timeout; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES (with JSON's
-// quotes, commas and a few escapes: 1 MiB by default), its answer at most 100 refs a lookup;
-// the bodies being read or answered share 64 MiB, or 64 of the largest if more. At debug level every
-// request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
-// carries the API tokens). Headers are bounded at 16 KiB (a
-// context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
-// 2 minutes, idle Redis-protocol ones never (as Redis's timeout 0): at the connection limit the
-// idlest is closed to make room anyway.
+// derive sets the limits that follow from the settings (docs/configuration.md, Removed
+// settings, says each): headers get twice BODY_READ_TIMEOUT, a request a second more than
+// headers and body (so a slow body gets its 408 first), a Redis-protocol command as long as
+// headers; in-flight requests get WRITE_TIMEOUT at shutdown; a quarter of the connections run
+// lookups, half hold streams; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES with JSON's
+// punctuation, and bodies share 64 MiB or 64 of the largest.
 func (c *config) derive() {
 	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second

@@ -138,35 +138,6 @@ func TestUnknownVariablesInEnviron(t *testing.T) {
 	}
 }
 
-func TestTableNames(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"bigseg", true},
-		{"a.b_c-D9", true},
-		{"abc", true},
-		{strings.Repeat("t", 255), true},
-		{"arn:aws:dynamodb:eu-west-1:123456789012:table/bigseg", true},
-		{"arn:aws-cn:dynamodb:cn-north-1:1:table/my.table", true},
-		{"ab", false},
-		{strings.Repeat("t", 256), false},
-		{"big seg", false},
-		{"big/seg", false},
-		{"bigség", false},
-		{"arn:table/bigseg", false},
-		{"arn:aws dynamodb:table/bigseg", false},
-		{"arn:aws:dynamodb:eu-west-1:1:table/ab", false},
-		{"arn:aws:dynamodb:eu-west-1:1:table/", false},
-		{"arn:aws:dynamodb:eu-west-1:1:bigseg", false},
-		{"", false},
-	} {
-		if got := isTableName(tc.name); got != tc.ok {
-			t.Errorf("isTableName(%q) = %v, want %v", tc.name, got, tc.ok)
-		}
-	}
-}
-
 // Asking a command for its usage is not a failure: the process exits 0, with no settings at
 // all. A flag it does not know still exits 1.
 func TestHelpExitsZero(t *testing.T) {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -101,4 +103,29 @@ func (c config) redisOptions() (o redis.ClientOptions, err error) {
 		return o, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE, _CERT_FILE or _KEY_FILE: %w", err)
 	}
 	return o, nil
+}
+
+// hasDynamoDB says whether a DynamoDB table is configured (instead of Redis).
+func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
+
+// validateDynamoDB checks the DynamoDB settings. Where to connect, and as whom, are the AWS
+// SDK's own settings (AWS_*), which bigseg does not repeat.
+func (c config) validateDynamoDB() []error {
+	var errs []error
+	if !c.hasDynamoDB() {
+		if !c.DynamoDBConsistentRead {
+			errs = append(errs, errors.New("BIGSEG_DYNAMODB_CONSISTENT_READ is set but no DynamoDB table is: set BIGSEG_DYNAMODB_TABLE"))
+		}
+		return errs
+	}
+	if !dynamodb.IsTableName(c.DynamoDBTable) {
+		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %.80q is not a table name (3 to 255 of A-Z, a-z, 0-9, _ - .) or a table's ARN", c.DynamoDBTable))
+	}
+	for _, name := range c.redisTopologies() {
+		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE and %s are both set: choose one store", name))
+	}
+	if c.SeedFile != "" {
+		errs = append(errs, errors.New("BIGSEG_SEED_FILE is for the embedded store, but BIGSEG_DYNAMODB_TABLE is set"))
+	}
+	return errs
 }
