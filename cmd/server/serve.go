@@ -111,27 +111,33 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if err := a.listen(m, metricsHandler, shed); err != nil {
 		return nil, err
 	}
-	if cfg.MetricsAddr != "" {
-		metricsHandler = nil // served on the operators' listener only
-	}
-	a.srv = &http.Server{
-		Handler: handlers.New(handlers.Config{
-			Log: log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
-			MaxKeyBytes: cfg.MaxKeyBytes, MaxBatch: cfg.MaxBatch, MaxBatchRefs: cfg.MaxBatchRefs,
-			MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout,
-			Stop: a.stop, Observe: m.ObserveRequest, AccessLog: cfg.AccessLog, Metrics: metricsHandler,
-			Bodies: limit.NewBodies(cfg.BodyMemoryBytes), Shed: shed.Middleware(handlers.Error),
-			Streams: limit.Streams(a.ln.MaxStreams(cfg.MaxStreams), handlers.Error), Auth: a.tokens, Trace: a.tel.HTTP(),
-		}, a.svc),
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
-		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes, Protocols: http1Only(),
-		ConnState: a.ln.ConnState, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	if a.certs != nil {
-		a.srv.TLSConfig = a.certs.ServerConfig()
-	}
+	a.srv = a.apiServer(m, metricsHandler, shed)
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
+}
+
+// apiServer is the HTTP API's server, with the defences where they belong.
+func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) *http.Server {
+	if a.cfg.MetricsAddr != "" {
+		metricsHandler = nil // served on the operators' listener only
+	}
+	srv := &http.Server{
+		Handler: handlers.New(handlers.Config{
+			Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
+			MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
+			MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
+			Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
+			Bodies: limit.NewBodies(a.cfg.BodyMemoryBytes), Shed: shed.Middleware(handlers.Error),
+			Streams: limit.Streams(a.ln.MaxStreams(a.cfg.MaxStreams), handlers.Error), Auth: a.tokens, Trace: a.tel.HTTP(),
+		}, a.svc),
+		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout, ReadTimeout: a.cfg.ReadTimeout, WriteTimeout: a.cfg.WriteTimeout,
+		IdleTimeout: a.cfg.IdleTimeout, MaxHeaderBytes: a.cfg.MaxHeaderBytes, Protocols: http1Only(),
+		ConnState: a.ln.ConnState, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	if a.certs != nil {
+		srv.TLSConfig = a.certs.ServerConfig()
+	}
+	return srv
 }
 
 // service makes the service of every environment, each over its store.
