@@ -10,6 +10,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/settings"
+	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -353,9 +354,8 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// configUsage lists every BIGSEG_* variable with its default, after the server's commands:
-// the first part of usage.
-func configUsage(w io.Writer) error {
+// usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.
+func usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
@@ -365,5 +365,8 @@ func configUsage(w io.Writer) error {
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")
 	cfg := defaultConfig()
-	return settings.Usage(w, varPrefix, &cfg)
+	if err := settings.Usage(w, varPrefix, &cfg); err != nil {
+		return err
+	}
+	return telemetry.Usage(w)
 }

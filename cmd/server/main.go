@@ -23,7 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -74,7 +73,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer cancel()
 	switch cmd {
 	case "load":
-		go cancelOnSignal(ctx, cancel, signals)
+		go func() {
+			select {
+			case <-signals: // the first signal ends the load
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		err = load(ctx, args[2:], cfg, stdout, stderr, time.Now)
 	case "healthcheck":
 		err = healthcheck(ctx, args[2:], cfg, stdout, stderr)
@@ -93,23 +98,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // isHelp says whether a command's argument asks for its usage, as package flag takes it.
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--h" || arg == "--help"
-}
-
-// usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.
-func usage(w io.Writer) error {
-	if err := configUsage(w); err != nil {
-		return err
-	}
-	return telemetry.Usage(w)
-}
-
-// cancelOnSignal ends ctx at the first signal.
-func cancelOnSignal(ctx context.Context, cancel context.CancelFunc, signals <-chan os.Signal) {
-	select {
-	case <-signals:
-		cancel()
-	case <-ctx.Done():
-	}
 }
 
 // version is the module version bigseg was built as, and its VCS revision when the build
