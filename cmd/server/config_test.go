@@ -32,13 +32,15 @@ func TestNoStoreIsRefused(t *testing.T) {
 func TestValidateNamesTheVariables(t *testing.T) {
 	c := defaultConfig()
 	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
+	c.InventoryInterval, c.InventoryReadsPerSecond, c.InventoryMaxSegments = -time.Second, 0, 10001
 	c.RedisURL, c.RedisClusterURL = "redis://127.0.0.1:6379", "redis://127.0.0.1:7000"
 	err := c.validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"BIGSEG_CACHE_SIZE: must not be negative", "BIGSEG_MAX_CONNS: must be positive",
-		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set"} {
+		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set", "BIGSEG_INVENTORY_INTERVAL: must not be negative",
+		"BIGSEG_INVENTORY_READS_PER_SECOND: must be at least 1", "BIGSEG_INVENTORY_MAX_SEGMENTS: must be 0 to 10000"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
