@@ -59,11 +59,12 @@ type app struct {
 	stop   chan struct{}        // closed when the server shuts down: status streams end
 }
 
-// listener is a listener beside the API's, and what serves it.
+// listener is a listener beside the API's, and what serves it: an HTTP server or the
+// Redis-protocol one.
 type listener struct {
 	name string
 	ln   net.Listener
-	http *http.Server // or
+	http *http.Server
 	resp *resp.Server
 }
 
