@@ -179,7 +179,7 @@ func (b *bench) readCounters(ctx context.Context, s *system) (counters, error) {
 	if s.kind != kindBigseg && s.kind != kindWrapper {
 		return c, nil
 	}
-	families, err := scrape(ctx, s.proc.url+"/metrics")
+	families, err := scrape(ctx, s.proc.metrics+"/metrics")
 	if err != nil {
 		return c, err
 	}

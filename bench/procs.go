@@ -25,6 +25,7 @@ type proc struct {
 	url     string // http://host:port of an HTTP server
 	lookups string // where its lookup routes are: url, or url/environments/NAME
 	pprof   string // http://host:port of its pprof listener, if any
+	metrics string // where its /metrics is: url, or bigseg's metrics listener (with pprof)
 	resp    string // host:port of its Redis-protocol listener, if any
 }
 

@@ -76,7 +76,7 @@ type errStatus string
 func (e errStatus) Error() string { return "status " + string(e) }
 
 func storeReads(ctx context.Context, p *proc) (float64, error) {
-	families, err := scrape(ctx, p.url+"/metrics")
+	families, err := scrape(ctx, p.metrics+"/metrics")
 	if err != nil {
 		return 0, err
 	}

@@ -215,7 +215,7 @@ func (b *bench) startBigseg(ctx context.Context, v variant, config string) (*pro
 		return nil, err
 	}
 	env := []string{"BIGSEG_REDIS_URL=" + b.redis.url, "BIGSEG_LOG_LEVEL=warn",
-		"BIGSEG_SHUTDOWN_DELAY=0s", "BIGSEG_ADDR=" + addr, "BIGSEG_PPROF_ADDR=" + pprofAddr}
+		"BIGSEG_SHUTDOWN_DELAY=0s", "BIGSEG_ADDR=" + addr, "BIGSEG_METRICS_ADDR=" + pprofAddr}
 	if v.environments <= 1 {
 		env = append(env, "BIGSEG_PREFIX="+prefix)
 	}
@@ -229,7 +229,7 @@ func (b *bench) startBigseg(ctx context.Context, v variant, config string) (*pro
 	if err != nil {
 		return nil, err
 	}
-	p.url, p.pprof = "http://"+addr, "http://"+pprofAddr
+	p.url, p.pprof, p.metrics = "http://"+addr, "http://"+pprofAddr, "http://"+pprofAddr
 	p.lookups = p.url
 	if v.environments > 1 {
 		p.lookups += "/environments/env0"
@@ -254,7 +254,7 @@ func (b *bench) startWrapper(ctx context.Context, config string) (*proc, error) 
 		return nil, err
 	}
 	p.url, p.pprof = "http://"+addr, "http://"+pprofAddr
-	p.lookups = p.url
+	p.metrics, p.lookups = p.url, p.url
 	return p, nil
 }
 

@@ -1,24 +1,16 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"reflect"
-	"regexp"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/bigseg/bigseg/handlers"
-	"github.com/bigseg/bigseg/internal/auth"
-	"github.com/bigseg/bigseg/internal/limit"
+	"github.com/bigseg/bigseg/internal/settings"
+	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -27,12 +19,10 @@ import (
 // varPrefix begins the name of every setting's variable.
 const varPrefix = "BIGSEG"
 
-// config is the server's settings: every BIGSEG_* variable, its default and its bounds, read
-// by envconfig (the struct tags name each variable and describe it for -h) and checked at
-// once, so that a bad or misspelt setting stops the server at start with a message that names
-// it. The commands take a config; tests build one with defaultConfig and a few fields set.
-// Defaults live once: defaultConfig, mostly the packages' own defaults, which envconfig leaves
-// in place for the variables that are unset, and which -h prints.
+// config is the server's settings: every BIGSEG_* variable, its default and its bounds. The
+// struct tags name each variable and describe it for -h (envconfig's format); loadConfig reads
+// them through getenv and checks them at once, naming the variable at fault. Defaults live
+// once, in defaultConfig (mostly the packages' own), which -h prints.
 type config struct {
 	Addr                      string        `envconfig:"ADDR" desc:"address to listen on"`
 	TLSCertFile               string        `envconfig:"TLS_CERT_FILE" desc:"PEM certificate (chain) to serve HTTPS with on ADDR; re-read when it changes on disk"`
@@ -54,7 +44,6 @@ type config struct {
 	SeedFile                  string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
 	CacheSize                 int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
 	CacheTTL                  time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
-	CacheTTLWithCursor        time.Duration `envconfig:"CACHE_TTL_WITH_CURSOR" desc:"how long a membership is cached while the store has a cursor (a new cursor drops every cached membership)"`
 	StatusPollInterval        time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
 	StaleAfter                time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
 	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
@@ -62,41 +51,33 @@ type config struct {
 	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
 	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)"`
 	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
-	BodyMemoryBytes           int64         `envconfig:"BODY_MEMORY_BYTES" desc:"memory for the batch bodies being read or answered at once (at least the largest body: MAX_BATCH keys of MAX_KEY_BYTES); when it is spent, the oldest body still arriving is cut off (408) and new ones wait, then get 429"`
-	PprofAddr                 string        `envconfig:"PPROF_ADDR" desc:"address to serve Go's /debug/pprof on, such as 127.0.0.1:6060; unset means off"`
 	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
 	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
-	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics (and the probes /livez, /healthz, /readyz) on this address too, such as :9090; /metrics is then not on ADDR"`
+	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics, the probes /livez, /healthz, /readyz and Go's /debug/pprof on this address too, such as :9090 (the operators' listener: keep it private); /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
 	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; a quarter of them may run lookups at once (429 beyond), half hold /status/stream (503 beyond)"`
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
+	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment; 0 turns the scans off"`
+	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most contexts a scan reads a second, so that it never competes with lookups"`
+	InventoryMaxSegments      int           `envconfig:"INVENTORY_MAX_SEGMENTS" desc:"segments of each environment exported as bigseg_segment_contexts series, the largest (0 to 10000)"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
 
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait, ShutdownTimeout time.Duration `ignored:"true"`
 	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                                      int           `ignored:"true"`
 	AccessLog, RESPTLS                                                                                       bool          `ignored:"true"`
-	MaxBodyBytes                                                                                             int64         `ignored:"true"`
+	MaxBodyBytes, BodyMemoryBytes                                                                            int64         `ignored:"true"`
 }
 
-// derive sets the limits that follow from the settings. A client gets twice
-// BODY_READ_TIMEOUT to send its headers (a slow client is cut off, a slowloris sooner at
-// MAX_CONNS), and the whole request a second more than headers and body together, so that a
-// slow body gets its 408 first; a Redis-protocol command gets as long as headers once it has
-// begun, and that listener as many connections as HTTP. At shutdown, in-flight requests get
-// WRITE_TIMEOUT to finish: as long as any of them may take. A quarter of the connections may run
-// lookups at once, as many more wait for a slot, and half may hold status streams (which are
-// never closed to make room). A lookup waits for a slot at most a
-// quarter of its timeout; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES (with JSON's
-// quotes, commas and a few escapes: 1 MiB by default), its answer at most 100 refs a lookup. At debug level every
-// request is logged. The Redis-protocol listener serves TLS whenever HTTP does (its AUTH
-// carries the API tokens). Headers are bounded at 16 KiB (a
-// context key of MAX_KEY_BYTES, escaped, and a token); idle keep-alive connections close after
-// 2 minutes, idle Redis-protocol ones never (as Redis's timeout 0): at the connection limit the
-// idlest is closed to make room anyway.
+// derive sets the limits that follow from the settings (docs/configuration.md, Removed
+// settings, says each): headers get twice BODY_READ_TIMEOUT, a request a second more than
+// headers and body (so a slow body gets its 408 first), a Redis-protocol command as long as
+// headers; in-flight requests get WRITE_TIMEOUT at shutdown; a quarter of the connections run
+// lookups, half hold streams; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES with JSON's
+// punctuation, and bodies share 64 MiB or 64 of the largest.
 func (c *config) derive() {
 	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
@@ -104,6 +85,7 @@ func (c *config) derive() {
 	c.ShutdownTimeout = c.WriteTimeout
 	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
+	c.BodyMemoryBytes = max(64<<20, 64*c.MaxBodyBytes)
 	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
 	level, _ := parseLevel(c.LogLevel)
 	c.AccessLog = level <= slog.LevelDebug
@@ -114,47 +96,40 @@ func (c *config) derive() {
 // defaultConfig is the configuration with no variable set.
 func defaultConfig() config {
 	c := config{
-		Addr:                   ":8080",
-		DynamoDBConsistentRead: true,
-		Prefix:                 redis.DefaultPrefix,
-		CacheSize:              segments.DefaultCacheSize,
-		CacheTTL:               segments.DefaultCacheTTL,
-		CacheTTLWithCursor:     time.Hour,
-		StatusPollInterval:     segments.DefaultPollInterval,
-		StaleAfter:             segments.DefaultStaleAfter,
-		LookupTimeout:          segments.DefaultLookupTimeout,
-		StoreReadsInFlight:     segments.DefaultReadsInFlight,
-		MaxKeyBytes:            handlers.DefaultMaxKeyBytes,
-		MaxBatch:               handlers.DefaultMaxBatch,
-		BodyReadTimeout:        handlers.DefaultBodyReadTimeout,
-		BodyMemoryBytes:        limit.DefaultBodyMemory,
-		LogLevel:               "info",
-		MaxConns:               4096,
-		WriteTimeout:           15 * time.Second,
-		ShutdownDelay:          5 * time.Second,
+		Addr:                    ":8080",
+		DynamoDBConsistentRead:  true,
+		Prefix:                  redis.DefaultPrefix,
+		CacheSize:               segments.DefaultCacheSize,
+		CacheTTL:                segments.DefaultCacheTTL,
+		StatusPollInterval:      segments.DefaultPollInterval,
+		StaleAfter:              segments.DefaultStaleAfter,
+		LookupTimeout:           segments.DefaultLookupTimeout,
+		StoreReadsInFlight:      segments.DefaultReadsInFlight,
+		MaxKeyBytes:             handlers.DefaultMaxKeyBytes,
+		MaxBatch:                handlers.DefaultMaxBatch,
+		BodyReadTimeout:         handlers.DefaultBodyReadTimeout,
+		LogLevel:                "info",
+		MaxConns:                4096,
+		WriteTimeout:            15 * time.Second,
+		ShutdownDelay:           5 * time.Second,
+		InventoryInterval:       time.Hour,
+		InventoryReadsPerSecond: 1000,
+		InventoryMaxSegments:    100,
 	}
 	c.derive()
 	return c
 }
 
-// loadConfig reads the configuration from the process's BIGSEG_* variables and checks it.
-// Lists are comma-separated, their items trimmed. A BIGSEG_* variable that names no setting is
-// an error that names the nearest one: a misspelt setting must not be silently ignored. Every
+// loadConfig reads the configuration from the BIGSEG_* variables that getenv gives, and checks
+// it. An empty variable counts as unset. Lists are comma-separated, their items trimmed. Every
 // error names the variable at fault.
-func loadConfig() (config, error) {
+func loadConfig(getenv func(string) string) (config, error) {
 	cfg := defaultConfig()
-	if err := unknownVariables(os.Environ()); err != nil {
-		return cfg, err
-	}
-	if err := envconfig.Process(varPrefix, &cfg); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return cfg, fmt.Errorf("%s=%q: not a valid %s", pe.KeyName, pe.Value, pe.TypeName)
-		}
+	if err := settings.Read(getenv, varPrefix, &cfg); err != nil {
 		return cfg, err
 	}
 	cfg.derive()
-	_, prefixSet := os.LookupEnv(varPrefix + "_PREFIX")
+	prefixSet := getenv(varPrefix+"_PREFIX") != ""
 	if prefixSet && len(cfg.Environments) > 0 {
 		return cfg, errors.New("BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set: give each environment's prefix in BIGSEG_ENVIRONMENTS")
 	}
@@ -170,40 +145,11 @@ func loadConfig() (config, error) {
 }
 
 // variables are the names of every setting's variable.
-func variables() []string {
-	var names []string
-	typ := reflect.TypeFor[config]()
-	for i := range typ.NumField() {
-		if name := typ.Field(i).Tag.Get("envconfig"); name != "" {
-			names = append(names, varPrefix+"_"+name)
-		}
-	}
-	return names
-}
+func variables() []string { return settings.Names(varPrefix, &config{}) }
 
-// unknownVariables refuses a BIGSEG_* variable that names no setting. Left alone: BIGSEG_TEST_*,
-// the tests' own, and the variables Kubernetes sets for a Service named like a BIGSEG_ prefix
-// (BIGSEG_SERVICE_HOST, BIGSEG_PORT_8080_TCP and the like).
+// unknownVariables refuses a BIGSEG_* variable that names no setting, or a removed one.
 func unknownVariables(environ []string) error {
-	known := variables()
-	var errs []error
-	for _, kv := range environ {
-		name, value, _ := strings.Cut(kv, "=")
-		if replacement, ok := removed[strings.TrimPrefix(name, varPrefix+"_")]; ok {
-			if strings.Contains(replacement, "%") {
-				replacement = fmt.Sprintf(replacement, value)
-			}
-			errs = append(errs, fmt.Errorf("%s is gone: %s", name, replacement))
-			continue
-		}
-		if !strings.HasPrefix(name, varPrefix+"_") || slices.Contains(known, name) ||
-			strings.HasPrefix(name, varPrefix+"_TEST_") || serviceLink.MatchString(name) {
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%s names no setting: did you mean %s? (server -h lists them all)", name, nearest(name, known)))
-	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(errs...)
+	return settings.Unknown(environ, varPrefix, &config{}, removed)
 }
 
 // removed are the settings that went, each with what replaces it (%s: the value it was
@@ -238,42 +184,10 @@ var removed = map[string]string{
 	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
 	"MAX_BODY_BYTES":                 "a batch's body holds BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES and their JSON punctuation: set those instead",
 	"SHUTDOWN_TIMEOUT":               "after BIGSEG_SHUTDOWN_DELAY, in-flight requests get BIGSEG_WRITE_TIMEOUT to finish, as long as any may take: set that (to %s, if it still holds a lookup) instead",
+	"CACHE_TTL_WITH_CURSOR":          "while the store has a cursor, a cached membership lives until the cursor changes, at most 1 hour",
+	"PPROF_ADDR":                     "Go's /debug/pprof is served on the BIGSEG_METRICS_ADDR listener, the operators' one: set that (to %s) instead",
+	"BODY_MEMORY_BYTES":              "the batch bodies being read or answered share 64 MiB, or 64 times the largest body (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES) if that is more",
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
-}
-
-// serviceLink matches the variables Kubernetes injects for a Service (enableServiceLinks).
-var serviceLink = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
-
-// nearest is the name of names closest to name, by edit distance.
-func nearest(name string, names []string) string {
-	best, bestD := "", -1
-	for _, n := range names {
-		if d := editDistance(name, n); bestD < 0 || d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // validate checks every setting at once; Redis's are checked by validateRedis.
@@ -337,7 +251,6 @@ func (c config) rangeChecks() []rangeCheck {
 	return []rangeCheck{
 		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
 		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
-		{"CACHE_TTL_WITH_CURSOR", c.CacheTTLWithCursor <= 0, "must be positive"},
 		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
 		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
 		{"LOOKUP_TIMEOUT", c.LookupTimeout <= 0, "must be positive"},
@@ -345,10 +258,12 @@ func (c config) rangeChecks() []rangeCheck {
 		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
 		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
 		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
-		{"BODY_MEMORY_BYTES", c.BodyMemoryBytes < c.MaxBodyBytes, fmt.Sprintf("must be at least the largest body, %d bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)", c.MaxBodyBytes)},
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
+		{"INVENTORY_INTERVAL", c.InventoryInterval < 0, "must not be negative (0 turns the scans off)"},
+		{"INVENTORY_READS_PER_SECOND", c.InventoryReadsPerSecond < 1, "must be at least 1"},
+		{"INVENTORY_MAX_SEGMENTS", c.InventoryMaxSegments < 0 || c.InventoryMaxSegments > 10000, "must be 0 to 10000"},
 	}
 }
 
@@ -439,42 +354,19 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// usageFormat is envconfig's table with each variable's default as defaultConfig has it.
-const usageFormat = `This application is configured via the environment. The following environment
-variables can be used:
-
-KEY	TYPE	DEFAULT	DESCRIPTION
-{{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}
-{{end}}`
-
-// configUsage lists every BIGSEG_* variable with its default, after the server's commands:
-// the first part of usage.
-func configUsage(w io.Writer) error {
+// usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.
+func usage(w io.Writer) error {
 	fmt.Fprintf(w, "bigseg: which Big Segments is this context a member of?\n\n")
 	fmt.Fprintf(w, "Usage:\n"+
 		"  server                                      serve HTTP, configured by the environment below\n"+
-		"  server load [--replace] [--environment E] F  write fixture file F into the configured Redis or DynamoDB table\n"+
+		"  server load [--replace] [--dry-run] [--environment E] F\n"+
+		"                                              write fixture file F into the configured Redis or DynamoDB table\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	cfg := defaultConfig()
-	if err := envconfig.Usagef(varPrefix, &cfg, tw, usageFormat); err != nil {
+	if err := settings.Usage(w, varPrefix, &cfg); err != nil {
 		return err
 	}
-	fmt.Fprintln(tw)
-	return tw.Flush()
-}
-
-// loadKeyPair is tls.LoadX509KeyPair with auth.ReadSettingFile.
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := auth.ReadSettingFile(certFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	key, err := auth.ReadSettingFile(keyFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(cert, key)
+	return telemetry.Usage(w)
 }

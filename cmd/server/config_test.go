@@ -32,13 +32,15 @@ func TestNoStoreIsRefused(t *testing.T) {
 func TestValidateNamesTheVariables(t *testing.T) {
 	c := defaultConfig()
 	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
+	c.InventoryInterval, c.InventoryReadsPerSecond, c.InventoryMaxSegments = -time.Second, 0, 10001
 	c.RedisURL, c.RedisClusterURL = "redis://127.0.0.1:6379", "redis://127.0.0.1:7000"
 	err := c.validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"BIGSEG_CACHE_SIZE: must not be negative", "BIGSEG_MAX_CONNS: must be positive",
-		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set"} {
+		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set", "BIGSEG_INVENTORY_INTERVAL: must not be negative",
+		"BIGSEG_INVENTORY_READS_PER_SECOND: must be at least 1", "BIGSEG_INVENTORY_MAX_SEGMENTS: must be 0 to 10000"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -133,37 +135,8 @@ func TestUnknownVariablesInEnviron(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?") {
 		t.Errorf("a misspelt setting: %v", err)
 	}
-	if err := unknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s"}); err != nil {
+	if err := unknownVariables([]string{"BIGSEG_SERVICE_HOST=10.0.0.1", "BIGSEG_TEST_X=1", "BIGSEG_CACHE_TTL=1s", "BIGSEG_CACHESIZE="}); err != nil {
 		t.Errorf("Kubernetes' and the tests' variables: %v", err)
-	}
-}
-
-func TestTableNames(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"bigseg", true},
-		{"a.b_c-D9", true},
-		{"abc", true},
-		{strings.Repeat("t", 255), true},
-		{"arn:aws:dynamodb:eu-west-1:123456789012:table/bigseg", true},
-		{"arn:aws-cn:dynamodb:cn-north-1:1:table/my.table", true},
-		{"ab", false},
-		{strings.Repeat("t", 256), false},
-		{"big seg", false},
-		{"big/seg", false},
-		{"bigség", false},
-		{"arn:table/bigseg", false},
-		{"arn:aws dynamodb:table/bigseg", false},
-		{"arn:aws:dynamodb:eu-west-1:1:table/ab", false},
-		{"arn:aws:dynamodb:eu-west-1:1:table/", false},
-		{"arn:aws:dynamodb:eu-west-1:1:bigseg", false},
-		{"", false},
-	} {
-		if got := isTableName(tc.name); got != tc.ok {
-			t.Errorf("isTableName(%q) = %v, want %v", tc.name, got, tc.ok)
-		}
 	}
 }
 
@@ -201,5 +174,16 @@ func TestDerivedLimits(t *testing.T) {
 	}
 	if c := defaultConfig(); c.AccessLog {
 		t.Error("requests logged at info level")
+	}
+}
+
+// An empty variable counts as unset: the default holds (main changes no variable).
+func TestEmptyVariableCountsAsUnset(t *testing.T) {
+	c, err := configOf(map[string]string{"BIGSEG_CACHE_SIZE": "", "BIGSEG_LOOKUP_TIMEOUT": "", "BIGSEG_PREFIX": ""})
+	if d := defaultConfig(); err != nil || c.CacheSize != d.CacheSize || c.LookupTimeout != d.LookupTimeout || c.Prefix != d.Prefix {
+		t.Errorf("empty variables: %v, cache size %d, lookup timeout %s, prefix %q; want the defaults", err, c.CacheSize, c.LookupTimeout, c.Prefix)
+	}
+	if _, err := configOf(map[string]string{"BIGSEG_CACHE_SIZE": "many"}); err == nil || !strings.Contains(err.Error(), `BIGSEG_CACHE_SIZE="many": not a valid int`) {
+		t.Errorf("a bad integer: %v", err)
 	}
 }

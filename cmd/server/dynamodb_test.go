@@ -60,8 +60,7 @@ func TestDynamoDBEndToEnd(t *testing.T) {
 	}
 	relayWrite(t, c, table, "", "", "v1", changes...)
 	dynamotest.Env(t, dynamotest.Shared(t).URL)
-	srv := start(t, withRESP(map[string]string{"BIGSEG_DYNAMODB_TABLE": table, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
-		"BIGSEG_CACHE_TTL_WITH_CURSOR": "1h"}))
+	srv := start(t, withRESP(map[string]string{"BIGSEG_DYNAMODB_TABLE": table, "BIGSEG_STATUS_POLL_INTERVAL": "100ms"}))
 	if l := srv.logs.wait(t, "using DynamoDB"); l["table"] != table || l["region"] != dynamotest.Region {
 		t.Errorf("start-up line: %v", l)
 	}

@@ -35,7 +35,7 @@ func threeEnvironments(t *testing.T) (map[string]string, map[string]string) {
 		}
 	}
 	return map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_ENVIRONMENTS": strings.Join(pairs, ","),
-		"BIGSEG_CACHE_TTL_WITH_CURSOR": "1h", "BIGSEG_STATUS_POLL_INTERVAL": "200ms", "BIGSEG_READY_REQUIRES_FRESH": "true"}, prefixes
+		"BIGSEG_STATUS_POLL_INTERVAL": "200ms", "BIGSEG_READY_REQUIRES_FRESH": "true"}, prefixes
 }
 
 // TestEnvironmentsEndToEnd: three environments on one Redis each answer their own data, by

@@ -336,6 +336,13 @@ func TestTokensAndMetricsListener(t *testing.T) {
 		t.Fatalf("/metrics on BIGSEG_METRICS_ADDR: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	for url, want := range map[string]int{"http://" + metricsAddr + "/debug/pprof/goroutine?debug=1": 200, srv.URL + "/debug/pprof/goroutine?debug=1": 404} {
+		if resp, err := http.Get(url); err != nil || resp.StatusCode != want {
+			t.Errorf("%s: %v %v, want %d (Go's profiler on the metrics listener only)", url, resp, err, want)
+		} else {
+			resp.Body.Close()
+		}
+	}
 	all := srv.logs.all()
 	if strings.Contains(all, "secret-token") || strings.Contains(all, "alice") {
 		t.Errorf("tokens or context keys in the logs:\n%s", all)

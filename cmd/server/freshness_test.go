@@ -67,7 +67,7 @@ func (s *server) memberships(t *testing.T, key string) map[string]bool {
 
 // freshnessEnv: a cache that would hide a change for an hour, and quick polls.
 func freshnessEnv(prefix string) map[string]string {
-	return map[string]string{"BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_TTL": "1h", "BIGSEG_CACHE_TTL_WITH_CURSOR": "1h",
+	return map[string]string{"BIGSEG_PREFIX": prefix, "BIGSEG_CACHE_TTL": "1h",
 		"BIGSEG_STATUS_POLL_INTERVAL": "200ms"}
 }
 

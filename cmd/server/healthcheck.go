@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/bigseg/bigseg/internal/auth"
 )
 
 // healthcheck runs "server healthcheck": it asks the server on this host for /livez and
@@ -64,7 +66,7 @@ func selfCheck(cfg config) (string, *http.Client, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // our own process, on this host
 	if cfg.TLSClientCAFile != "" {
-		cert, err := loadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		cert, err := auth.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
 			return "", nil, fmt.Errorf("healthcheck: %w", err)
 		}

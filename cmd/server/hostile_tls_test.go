@@ -31,7 +31,7 @@ func TestHostileTLSClients(t *testing.T) {
 	p := startProcess(t, map[string]string{
 		"BIGSEG_SEED_FILE": hostileSeed(t), "BIGSEG_TLS_CERT_FILE": d.cert, "BIGSEG_TLS_KEY_FILE": d.key,
 		"BIGSEG_MAX_CONNS": strconv.Itoa(hostileMaxConns), "BIGSEG_MAX_KEY_BYTES": "300",
-		"BIGSEG_BODY_MEMORY_BYTES": "1048576", "BIGSEG_BODY_READ_TIMEOUT": "1s", "BIGSEG_MAX_BATCH": "200",
+		"BIGSEG_BODY_READ_TIMEOUT": "1s", "BIGSEG_MAX_BATCH": "200",
 	})
 	base := "https" + strings.TrimPrefix(p.URL, "http")
 	good := &goodClient{base: base, client: h2Client(t, files)}

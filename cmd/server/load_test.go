@@ -35,25 +35,6 @@ func (c *fakeClock) now() time.Time {
 	return c.t
 }
 
-// A phase prints a line once a second has passed since it started, then at most one a
-// second, and a last line with its duration.
-func TestLoadMeterPacesLines(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := start
-	var out bytes.Buffer
-	m := startMeter(&out, func() time.Time { return at })
-	for _, ms := range []int{10, 500, 999, 1000, 1001, 1999, 2500, 3000, 3499, 3500, 3700} {
-		at = start.Add(time.Duration(ms) * time.Millisecond)
-		m.report("at %d ms", ms)
-	}
-	at = start.Add(4200 * time.Millisecond)
-	m.done("%d done", 7)
-	want := "at 1000 ms\nat 2500 ms\nat 3500 ms\n7 done in 4.2s\n"
-	if out.String() != want {
-		t.Errorf("lines:\n%s\nwant:\n%s", out.String(), want)
-	}
-}
-
 // writeContexts writes a fixture of n contexts, named user-0 to user-<n-1>, each in the refs
 // given (the same for all).
 func writeContexts(t *testing.T, path string, n int, cursor string, refs ...string) {

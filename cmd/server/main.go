@@ -5,6 +5,7 @@
 //	server -h                   list every variable with its default
 //	server -version             print the version
 //	server load [--replace] F   write fixture file F into the configured Redis or DynamoDB table
+//	                            (--dry-run: say what it would change, and change nothing)
 //	server healthcheck          exit 0 if the local server answers /livez
 package main
 
@@ -19,38 +20,34 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
 func main() {
-	for _, kv := range os.Environ() { // an empty variable counts as unset
-		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, varPrefix+"_") && v == "" {
-			os.Unsetenv(name)
-		}
-	}
-	cfg, cfgErr := loadConfig()
-	level, _ := parseLevel(cfg.LogLevel)
+	// go-redis has one logger per process; it logs at debug level only.
+	level, _ := parseLevel(os.Getenv(varPrefix + "_LOG_LEVEL"))
 	redis.SetLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	settings := func() (config, error) { return cfg, cfgErr }
-	if err := run(context.Background(), signals, os.Args, settings, os.Stdout, os.Stderr); err != nil {
+	// Only main sees the names of the process's variables: a BIGSEG_* one that names no
+	// setting is refused here (but for -h).
+	err := unknownVariables(os.Environ())
+	if err == nil || slices.ContainsFunc(os.Args[1:], isHelp) {
+		err = run(context.Background(), os.Args, os.Getenv, os.Stdout, os.Stderr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bigseg:", err)
 		os.Exit(1)
 	}
 }
 
-// run is the whole program; main only gives it the process's signals, arguments, settings
-// (read from the environment) and streams, so that tests can run it in-process, several at
+// run is the whole program, with the process's arguments, its environment (getenv; an empty
+// variable counts as unset) and its streams, so that tests can run it in-process, several at
 // once. SIGTERM (or the end of ctx) begins a graceful shutdown, SIGINT a quick one (see
 // app.shutdown); SIGHUP reloads the API tokens file, the TLS files and the embedded store's
 // fixture.
-func run(ctx context.Context, signals <-chan os.Signal, args []string, settings func() (config, error), stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd := ""
 	if len(args) > 1 {
 		cmd = args[1]
@@ -65,15 +62,24 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 	default:
 		return fmt.Errorf("unknown command %q (try -h)", cmd)
 	}
-	cfg, err := settings()
+	cfg, err := loadConfig(getenv)
 	if err != nil && !(cmd != "" && slices.ContainsFunc(args[2:], isHelp)) { // a command's -h needs no settings
 		return err
 	}
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	switch cmd {
 	case "load":
-		go cancelOnSignal(ctx, cancel, signals)
+		go func() {
+			select {
+			case <-signals: // the first signal ends the load
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		err = load(ctx, args[2:], cfg, stdout, stderr, time.Now)
 	case "healthcheck":
 		err = healthcheck(ctx, args[2:], cfg, stdout, stderr)
@@ -92,23 +98,6 @@ func run(ctx context.Context, signals <-chan os.Signal, args []string, settings 
 // isHelp says whether a command's argument asks for its usage, as package flag takes it.
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--h" || arg == "--help"
-}
-
-// usage is server -h: the commands and every variable read, BIGSEG_* and OTEL_*.
-func usage(w io.Writer) error {
-	if err := configUsage(w); err != nil {
-		return err
-	}
-	return telemetry.Usage(w)
-}
-
-// cancelOnSignal ends ctx at the first signal.
-func cancelOnSignal(ctx context.Context, cancel context.CancelFunc, signals <-chan os.Signal) {
-	select {
-	case <-signals:
-		cancel()
-	case <-ctx.Done():
-	}
 }
 
 // version is the module version bigseg was built as, and its VCS revision when the build

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,14 +29,13 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the HTTP service until ctx ends or a signal asks it to stop, then shuts it down
-// (see app.shutdown).
+// serve runs the service until ctx ends or a signal asks it to stop (see app.run).
 func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
-	a, err := newApp(ctx, cfg, log)
+	a, err := newApp(ctx, cfg, slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})))
 	if err != nil {
 		return err
 	}
@@ -43,22 +43,29 @@ func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.
 	return a.run(ctx, signals)
 }
 
-// app is the service's parts, built from the configuration by newApp; it owns every resource
-// they hold, and close releases them.
+// app is the service's parts, built by newApp; it owns every resource they hold.
 type app struct {
 	cfg    config
 	log    *slog.Logger
 	store  openedStore
-	svc    *segments.Service // every environment's lookups and status
+	svc    *segments.Service
 	srv    *http.Server
 	ln     *limit.Listener
-	resp   *respListener        // the Redis-protocol listener, when configured
-	shed   *limit.Shedder       // lookups' slots, on every listener
-	sides  []*sideServer        // the metrics and profiler listeners, when configured
+	resp   *listener            // the Redis-protocol listener, when configured
+	ops    *listener            // the operators' listener (metrics, probes, pprof), when configured
 	certs  *auth.Certificates   // the listeners' TLS files, when configured
 	tokens *auth.Tokens         // the bearer tokens accepted, if any
 	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
 	stop   chan struct{}        // closed when the server shuts down: status streams end
+}
+
+// listener is a listener beside the API's, and what serves it: an HTTP server or the
+// Redis-protocol one.
+type listener struct {
+	name string
+	ln   net.Listener
+	http *http.Server
+	resp *resp.Server
 }
 
 // newApp opens the store and the listeners and wires the service, its metrics and its HTTP
@@ -99,37 +106,48 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	a.shed = limit.NewShedder(cfg.MaxInflight, cfg.ShedWait)
+	shed := limit.NewShedder(cfg.MaxInflight, cfg.ShedWait)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
-		MaxRequestsInFlight: metricsInFlight})
-	if err := a.listen(m, metricsHandler); err != nil {
+		MaxRequestsInFlight: 4}) // each scrape renders every metric: beyond 4 at once, 503
+	if err := a.listen(m, metricsHandler, shed); err != nil {
 		return nil, err
 	}
-	a.srv = &http.Server{
-		Handler:           handlers.New(a.handlersConfig(m, metricsHandler), a.svc),
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		Protocols:         http1Only(),
-		ConnState:         a.ln.ConnState,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	if a.certs != nil {
-		a.srv.TLSConfig = a.certs.ServerConfig()
-	}
+	a.srv = a.apiServer(m, metricsHandler, shed)
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
+}
+
+// apiServer is the HTTP API's server, with the defences where they belong.
+func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) *http.Server {
+	if a.cfg.MetricsAddr != "" {
+		metricsHandler = nil // served on the operators' listener only
+	}
+	srv := &http.Server{
+		Handler: handlers.New(handlers.Config{
+			Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
+			MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
+			MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
+			Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
+			Bodies: limit.NewBodies(a.cfg.BodyMemoryBytes), Shed: shed.Middleware(handlers.Error),
+			Streams: limit.Streams(a.ln.MaxStreams(a.cfg.MaxStreams), handlers.Error), Auth: a.tokens, Trace: a.tel.HTTP(),
+		}, a.svc),
+		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout, ReadTimeout: a.cfg.ReadTimeout, WriteTimeout: a.cfg.WriteTimeout,
+		IdleTimeout: a.cfg.IdleTimeout, MaxHeaderBytes: a.cfg.MaxHeaderBytes, Protocols: http1Only(),
+		ConnState: a.ln.ConnState, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	if a.certs != nil {
+		srv.TLSConfig = a.certs.ServerConfig()
+	}
+	return srv
 }
 
 // service makes the service of every environment, each over its store.
 func (a *app) service(m *metrics.Metrics) (err error) {
 	envs := a.store.envs
 	for i := range envs {
-		// The prefix the environment is served under on the Redis-protocol listener: its own,
-		// or for data with none (DynamoDB's default), the SDKs' default Redis prefix.
-		envs[i].Store, envs[i].Prefix = a.store.stores[i], a.store.respPrefix(i)
+		if envs[i].Prefix == "" { // DynamoDB's default: served on the Redis-protocol listener as the SDKs' default
+			envs[i].Prefix = redis.DefaultPrefix
+		}
 	}
 	a.svc, err = segments.New(envs,
 		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
@@ -146,21 +164,17 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 	return err
 }
 
-// metricsInFlight bounds the scrapes answered at once (each renders every metric): beyond
-// it, a scrape gets 503.
-const metricsInFlight = 4
-
 // http1Only is the protocols bigseg serves: HTTP/1.1 alone, with TLS too. With HTTP/2 one
-// connection carries many requests at once, each with its goroutine and buffers, beyond what
-// BIGSEG_MAX_CONNS bounds; clients that multiplex have keep-alive pools and batches instead.
+// connection carries many requests at once, beyond what BIGSEG_MAX_CONNS bounds.
 func http1Only() *http.Protocols {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	return &p
 }
 
-// listen opens the API's listener, under the connection limit, and the side listeners.
-func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
+// listen opens the API's listener, the operators' and the Redis-protocol one, each under a
+// connection limit of its own.
+func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -168,138 +182,121 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	a.ln = limit.NewListener(ln, a.cfg.MaxConns)
 	m.WatchConnections(a.ln.Open)
 	if a.cfg.MetricsAddr != "" {
-		ops := handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc)
-		var tc *tls.Config
-		if a.cfg.MetricsTLS {
-			tc = a.certs.ServerConfig()
-		}
-		if err := a.side("metrics", a.cfg.MetricsAddr, ops, tc, 30*time.Second); err != nil {
+		if err := a.listenOps(metricsHandler); err != nil {
 			return err
 		}
 	}
-	if a.cfg.PprofAddr != "" {
-		if err := a.side("pprof", a.cfg.PprofAddr, pprofMux(), nil, 2*time.Minute); err != nil {
-			return err
-		}
+	if a.cfg.RESPAddr == "" {
+		return nil
 	}
-	if a.cfg.RESPAddr != "" {
-		return a.listenRESP(m)
-	}
-	return nil
-}
-
-// respListener is the Redis-protocol listener and its server.
-type respListener struct {
-	ln  net.Listener
-	srv *resp.Server
-}
-
-// listenRESP opens the Redis-protocol listener, under a connection limit of its own, with TLS
-// when HTTP has TLS (cfg.RESPTLS).
-func (a *app) listenRESP(m *metrics.Metrics) error {
 	raw, err := net.Listen("tcp", a.cfg.RESPAddr)
 	if err != nil {
 		return fmt.Errorf("Redis-protocol listener: %w", err)
 	}
 	limited := limit.NewListener(raw, a.cfg.RESPMaxConns)
-	var ln net.Listener = limited
-	if a.cfg.RESPTLS {
-		ln = tls.NewListener(limited, a.certs.ServerConfig())
-	}
-	a.resp = &respListener{ln: ln, srv: resp.New(resp.Config{
-		Version: version(), Log: a.log, Tokens: a.tokens, Shed: a.shed, Listener: limited,
+	a.resp = &listener{name: "Redis-protocol", ln: limited, resp: resp.New(resp.Config{
+		Version: version(), Log: a.log, Tokens: a.tokens, Shed: shed, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open), TracerProvider: a.tel.TracerProvider,
 	}, a.svc.Environments()...)}
+	if a.cfg.RESPTLS {
+		a.resp.ln = tls.NewListener(limited, a.certs.ServerConfig())
+	}
 	return nil
 }
 
-// handlersConfig is the HTTP API's configuration, with the defences where they belong.
-func (a *app) handlersConfig(m *metrics.Metrics, metricsHandler http.Handler) handlers.Config {
-	if a.cfg.MetricsAddr != "" {
-		metricsHandler = nil // served on its own listener only
+// sideConns bounds the connections of the operators' listener: scrapers, probes and
+// profilers need few.
+const sideConns = 64
+
+// listenOps opens the operators' listener: /metrics, the probes and Go's /debug/pprof. It
+// answers little and to few (sideConns), with short timeouts, but for writes as long as a
+// profile (pprof's default 30 s).
+func (a *app) listenOps(metricsHandler http.Handler) error {
+	ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
 	}
-	streams := a.ln.MaxStreams(a.cfg.MaxStreams)
-	return handlers.Config{
-		Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
-		MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
-		MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
-		Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
-		Bodies:  limit.NewBodies(a.cfg.BodyMemoryBytes),
-		Shed:    a.shed.Middleware(handlers.Error),
-		Streams: limit.Streams(streams, handlers.Error),
-		Auth:    a.tokens,
-		Trace:   a.tel.HTTP(),
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
+	limited := limit.NewListener(ln, sideConns)
+	a.ops = &listener{name: "metrics", ln: limited, http: &http.Server{Handler: mux,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}}
+	if a.cfg.MetricsTLS {
+		a.ops.http.TLSConfig = a.certs.ServerConfig()
 	}
+	return nil
 }
 
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
-// the API tokens, the TLS files and the embedded store. The status poller and the loops that
-// re-read the tokens and TLS files run meanwhile and stop only once the server has.
+// the API tokens, the TLS files and the embedded store. The listeners live and die together:
+// the first to fail ends run, which shuts the others down and returns its error. The status
+// poller and the loops that re-read the tokens and TLS files run in the same group, and stop
+// once the listeners have (the poller serves the drain).
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
-	pollCtx, stopPolling := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.svc.Run(pollCtx) })
-	wg.Go(func() { _ = a.tokens.Run(pollCtx) })
-	wg.Go(func() { _ = a.certs.Run(pollCtx) })
-	defer func() {
-		stopPolling()
-		wg.Wait()
-	}()
-	// Every listener lives and dies with the others: the first to fail ends run, which shuts
-	// the others down and returns its error.
-	listeners, failed := errgroup.WithContext(context.Background())
-	listeners.Go(func() error {
-		if a.certs != nil {
-			return served("API", a.srv.ServeTLS(a.ln, "", ""))
-		}
-		return served("API", a.srv.Serve(a.ln))
-	})
-	for _, s := range a.sides {
-		withTLS := s.srv.TLSConfig != nil // Serve changes the config: read it before
-		listeners.Go(func() error {
-			if withTLS {
-				return served(s.name, s.srv.ServeTLS(s.ln, "", ""))
-			}
-			return served(s.name, s.srv.Serve(s.ln))
-		})
-		a.log.Info("side listener", "for", s.name, "addr", s.ln.Addr().String(), "tls", withTLS)
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	group, failed := errgroup.WithContext(context.Background())
+	group.Go(func() error { return a.svc.Run(loopCtx) })
+	group.Go(func() error { return a.tokens.Run(loopCtx) })
+	group.Go(func() error { return a.certs.Run(loopCtx) })
+	group.Go(func() error { return served("API", a.srv, a.ln) })
+	if a.ops != nil {
+		group.Go(func() error { return served(a.ops.name, a.ops.http, a.ops.ln) })
+		a.log.Info("side listener", "for", a.ops.name, "addr", a.ops.ln.Addr().String(), "tls", a.cfg.MetricsTLS)
+	}
+	var prefixes []string
+	for _, e := range a.svc.Environments() {
+		prefixes = append(prefixes, e.Prefix)
 	}
 	if a.resp != nil {
-		listeners.Go(func() error { return served("Redis-protocol", a.resp.srv.Serve(a.resp.ln)) })
-		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", a.store.respPrefixes())
+		group.Go(func() error { return servedErr(a.resp.name, a.resp.resp.Serve(a.resp.ln)) })
+		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"environments", len(a.svc.Environments()), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
+		"environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
 		"lookupTimeout", a.cfg.LookupTimeout.String())
 	delay := a.cfg.ShutdownDelay
-loop:
-	for {
+	for done := false; !done; {
 		select {
 		case <-failed.Done(): // a listener failed: no load balancer is worth waiting for
-			delay = 0
-			break loop
+			delay, done = 0, true
 		case <-ctx.Done():
-			break loop
+			done = true
 		case sig := <-signals:
 			switch sig {
 			case syscall.SIGHUP:
 				a.reload()
-				continue
 			case os.Interrupt: // Ctrl-C in a terminal: no load balancer to wait for
-				delay = 0
+				delay, done = 0, true
+			default:
+				done = true
 			}
-			break loop
 		}
 	}
 	shutdownErr := a.shutdown(signals, failed, delay)
-	return errors.Join(listeners.Wait(), shutdownErr)
+	stopLoops()
+	return errors.Join(group.Wait(), shutdownErr)
 }
 
-// served is what a listener's Serve returning tells run: nil once it was shut down, else
+// served serves srv on ln, with TLS when srv has a TLS config, until it is shut down.
+func served(name string, srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		return servedErr(name, srv.ServeTLS(ln, "", ""))
+	}
+	return servedErr(name, srv.Serve(ln))
+}
+
+// servedErr is what a listener's Serve returning tells run: nil once it was shut down, else
 // its error, naming it.
-func served(name string, err error) error {
+func servedErr(name string, err error) error {
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -308,7 +305,6 @@ func served(name string, err error) error {
 
 // reload reads the API tokens file and the TLS files again, if any, and the embedded store's
 // fixture, and serves it: a change, which every instance's cache and status stream follow.
-// With Redis there is no fixture to reload.
 func (a *app) reload() {
 	a.tokens.Reload()
 	a.certs.Reload()
@@ -341,7 +337,7 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	var respErr error
 	var wg sync.WaitGroup
 	if a.resp != nil {
-		wg.Go(func() { respErr = a.resp.srv.Shutdown(ctx) })
+		wg.Go(func() { respErr = a.resp.resp.Shutdown(ctx) })
 	}
 	err := a.srv.Shutdown(ctx)
 	if err != nil {
@@ -353,8 +349,8 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	if telErr := a.tel.Shutdown(ctx); telErr != nil {
 		a.log.Warn("OpenTelemetry: not everything was exported by the shutdown timeout", "err", telErr.Error())
 	}
-	for _, s := range a.sides { // the probes and metrics answer until the drain is over
-		s.srv.Close()
+	if a.ops != nil { // the probes and metrics answer until the drain is over
+		a.ops.http.Close()
 	}
 	if respErr != nil {
 		a.log.Warn("Redis-protocol listener: connections cut at the shutdown timeout", "err", respErr.Error())
@@ -388,15 +384,16 @@ func (a *app) wait(signals <-chan os.Signal, failed context.Context, delay time.
 // close releases what newApp opened and run did not (run closes every listener it served):
 // the listeners, if run never ran, and the store (the Redis client).
 func (a *app) close() {
-	for _, s := range a.sides {
-		s.ln.Close()
+	for _, l := range []*listener{a.ops, a.resp} {
+		if l != nil && l.resp != nil {
+			l.resp.Close()
+		}
+		if l != nil {
+			l.ln.Close()
+		}
 	}
 	if a.ln != nil {
 		a.ln.Close()
-	}
-	if a.resp != nil {
-		a.resp.srv.Close()
-		a.resp.ln.Close()
 	}
 	if a.store.close != nil {
 		a.store.close()
@@ -406,41 +403,4 @@ func (a *app) close() {
 		defer cancel()
 		_ = a.tel.Shutdown(ctx)
 	}
-}
-
-func pprofMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
-
-// sideServer serves the metrics and probes, or the profiler, on a listener of their own, kept
-// apart from the API.
-type sideServer struct {
-	name string
-	ln   net.Listener
-	srv  *http.Server
-}
-
-// sideConns bounds the connections of each side listener: scrapers, probes and profilers
-// need few.
-const sideConns = 64
-
-// side opens a side listener, with TLS when tc is set; run starts it. It answers little and
-// to few clients, so a connection limit and short timeouts bound what clients can hold
-// there; writes may take as long as a profile (pprof's default 30 s, up to writeTimeout).
-func (a *app) side(name, addr string, h http.Handler, tc *tls.Config, writeTimeout time.Duration) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("%s listener: %w", name, err)
-	}
-	limited := limit.NewListener(ln, sideConns)
-	a.sides = append(a.sides, &sideServer{name: name, ln: limited, srv: &http.Server{Handler: h, TLSConfig: tc,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}})
-	return nil
 }

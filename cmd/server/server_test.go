@@ -182,48 +182,14 @@ func environ(env map[string]string) func(string) string {
 	}
 }
 
-// envMu serializes the tests' use of the process environment, which configurations are
-// read from.
-var envMu sync.Mutex
-
-// configOf is the configuration the program reads, as main does, from env over the test
-// defaults (environ): the process's own BIGSEG_* variables (but BIGSEG_TEST_*) are set aside
-// meanwhile, and set back after.
+// configOf is the configuration the program reads from env over the test defaults (environ).
 func configOf(env map[string]string) (config, error) {
-	envMu.Lock()
-	defer envMu.Unlock()
-	saved := map[string]string{}
-	for _, kv := range os.Environ() {
-		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "BIGSEG_") && !strings.HasPrefix(name, "BIGSEG_TEST_") {
-			saved[name] = v
-			os.Unsetenv(name)
-		}
-	}
-	get := environ(env)
-	names := variables()
-	for k := range env {
-		names = append(names, k)
-	}
-	for _, name := range names {
-		if v := get(name); v != "" {
-			os.Setenv(name, v)
-		}
-	}
-	defer func() {
-		for _, name := range names {
-			os.Unsetenv(name)
-		}
-		for name, v := range saved {
-			os.Setenv(name, v)
-		}
-	}()
-	return loadConfig()
+	return loadConfig(environ(env))
 }
 
 // runProgram runs the program in-process: "server" with args, configured by env.
 func runProgram(ctx context.Context, env map[string]string, stdout, stderr io.Writer, args ...string) error {
-	settings := func() (config, error) { return configOf(env) }
-	return run(ctx, nil, append([]string{"server"}, args...), settings, stdout, stderr)
+	return run(ctx, append([]string{"server"}, args...), environ(env), stdout, stderr)
 }
 
 func (s *server) get(t *testing.T, path string) (*http.Response, []byte) {
@@ -418,7 +384,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"BIGSEG_SEED_FILE": "/does/not/exist.json"}, "BIGSEG_SEED_FILE"},
 		{map[string]string{"BIGSEG_SEED_FILE": seed}, "bad.json:3: contexts[\"alice\"]"},
 		{map[string]string{"BIGSEG_ADDR": "256.0.0.1:bad"}, "listen"},
-		{map[string]string{"BIGSEG_BODY_MEMORY_BYTES": "1000"}, "BIGSEG_BODY_MEMORY_BYTES: must be at least the largest body, 1049024 bytes (BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES)"},
+		{map[string]string{"BIGSEG_INVENTORY_MAX_SEGMENTS": "10001"}, "BIGSEG_INVENTORY_MAX_SEGMENTS: must be 0 to 10000"},
 		// Files named by mistake: refused at once, not read without end.
 		{map[string]string{"BIGSEG_API_TOKENS_FILE": "/dev/zero"}, "larger than 1048576 bytes"},
 		{map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:1", "BIGSEG_REDIS_PASSWORD_FILE": "/dev/zero"}, "larger than 1048576 bytes"},
@@ -445,15 +411,22 @@ func TestUnknownVariables(t *testing.T) {
 		"BIGSEG_CACHESIZE": "did you mean BIGSEG_CACHE_SIZE?",
 		"BIGSEG_TOKENS":    "did you mean BIGSEG_API_TOKENS?",
 	} {
-		if _, err := configOf(map[string]string{env: "redis://127.0.0.1:6379"}); err == nil || !strings.Contains(err.Error(), want) {
+		if err := unknownVariables([]string{env + "=redis://127.0.0.1:6379"}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", env, err, want)
 		}
 	}
 	for _, env := range []string{"BIGSEG_SERVICE_HOST", "BIGSEG_SERVICE_PORT", "BIGSEG_SERVICE_PORT_HTTP", "BIGSEG_PORT",
 		"BIGSEG_PORT_8080_TCP", "BIGSEG_PORT_8080_TCP_ADDR", "BIGSEG_REDIS_PORT_6379_TCP_PROTO", "BIGSEG_TEST_ANYTHING"} {
-		if _, err := configOf(map[string]string{env: "10.0.0.1"}); err != nil {
+		if err := unknownVariables([]string{env + "=10.0.0.1"}); err != nil {
 			t.Errorf("%s: %v, want it left alone", env, err)
 		}
+	}
+	// main refuses them, but for -h; an empty one counts as unset.
+	if code, _, stderr := runToExit(t, map[string]string{"BIGSEG_CACHESIZE": "1", "BIGSEG_SEED_FILE": emptySeedFile}); code != 1 || !strings.Contains(stderr, "did you mean BIGSEG_CACHE_SIZE?") {
+		t.Errorf("a misspelt setting: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runToExit(t, map[string]string{"BIGSEG_CACHESIZE": "1"}, "-h"); code != 0 {
+		t.Errorf("-h with a misspelt setting: exit %d, %s", code, stderr)
 	}
 }
 

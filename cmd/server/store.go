@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -12,57 +11,49 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
-	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/memory"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// openedStore is the configured stores, one an environment, and what main must do with them.
+// openedStore is the configured stores, one an environment, and what the app does with them.
 type openedStore struct {
-	envs         []segments.Environment
-	stores       []segments.Store
+	envs         []segments.Environment                        // each with its Store
 	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
-	name         string                                        // "redis", "dynamodb" or "embedded", as /status shows
-	table        string                                        // DynamoDB's table, as /status shows
+	name, table  string                                        // "redis", "dynamodb" or "embedded", and DynamoDB's table, as /status shows
 	errorCode    func(error) string                            // a bounded code of the store's errors, for logs; nil for none
 	poolStats    func() metrics.PoolStats
 	reload       func() error // the embedded store only
 	close        func()
 }
 
-// respPrefixes are the key prefixes the Redis-protocol listener serves, as its log names them.
-func (o openedStore) respPrefixes() string {
-	var p []string
-	for i := range o.envs {
-		p = append(p, o.respPrefix(i))
-	}
-	return strings.Join(p, ",")
-}
-
-// respPrefix is the prefix under which the Redis-protocol listener serves environment i: its
-// own, or, for DynamoDB's default of none, the SDKs' default Redis prefix, so that an SDK's
-// Redis store reads DynamoDB's data with its defaults.
-func (o openedStore) respPrefix(i int) string {
-	if p := o.envs[i].Prefix; p != "" {
-		return p
-	}
-	return redis.DefaultPrefix
-}
-
-// openStore opens the configured stores; m gets the metrics of the store's client (DynamoDB's
-// requests).
-// Their clients trace their calls with tp, if set.
+// openStore opens the configured stores; m gets the metrics of their client, tp its spans.
 func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	envs, err := cfg.servedEnvironments()
 	if err != nil {
 		return openedStore{}, err
 	}
+	prefixes := make([]string, len(envs))
+	for i, e := range envs {
+		prefixes[i] = e.Prefix
+	}
 	switch {
 	case cfg.hasDynamoDB():
-		return openDynamoDBStore(ctx, cfg, envs, log, m, tp)
-	case !cfg.hasRedis():
-		return openMemoryStore(cfg, envs, log)
+		return openDynamoDB(ctx, cfg, envs, prefixes, log, m, tp)
+	case cfg.hasRedis():
+		return openRedis(cfg, envs, prefixes, log, tp)
 	}
+	store, err := memory.Open(cfg.SeedFile, time.Now)
+	if err != nil {
+		return openedStore{}, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
+	}
+	log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
+		"store", "embedded", "seedFile", cfg.SeedFile, "contexts", store.Len())
+	envs[0].Store = store
+	return openedStore{envs: envs, name: "embedded", reload: store.Reload, close: func() {}}, nil
+}
+
+// openRedis opens the stores of the environments on one Redis client.
+func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, tp trace.TracerProvider) (openedStore, error) {
 	opts, err := cfg.redisOptions()
 	if err != nil {
 		return openedStore{}, err
@@ -72,20 +63,14 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 	if err != nil {
 		return openedStore{}, fmt.Errorf("%s: %w", cfg.redisTopologies()[0], err)
 	}
-	var prefixes []string
-	for _, e := range envs {
-		prefixes = append(prefixes, e.Prefix)
-	}
 	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
 		"tls", cfg.redisTLS(), "prefixes", prefixes)
 	rs := redis.NewStores(client, prefixes...)
-	stores := make([]segments.Store, len(rs))
-	for i, s := range rs {
-		stores[i] = s
+	for i := range envs {
+		envs[i].Store = rs[i]
 	}
 	return openedStore{
 		envs:         envs,
-		stores:       stores,
 		readMetadata: func(ctx context.Context) []segments.MetadataRead { return redis.Metadatas(ctx, rs...) },
 		name:         "redis",
 		poolStats: func() metrics.PoolStats {
@@ -98,74 +83,31 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 }
 
 // dynamoStatusTimeout bounds a status poll's read of DynamoDB, as Redis's read timeout bounds
-// Redis's: a hung read makes the store unavailable (and /readyz 503) after about a second,
-// whatever BIGSEG_LOOKUP_TIMEOUT is.
+// Redis's: a hung read makes the store unavailable after about a second.
 const dynamoStatusTimeout = time.Second
 
-// The metrics of DynamoDB's requests observe the client and the stores.
-var _ dynamodb.Observer = (*metrics.DynamoDB)(nil)
-
-// openDynamoDBStore opens the stores of the environments in the table of
-// BIGSEG_DYNAMODB_TABLE, on one client configured by the AWS SDK's own settings, whose
-// requests m counts.
-func openDynamoDBStore(ctx context.Context, cfg config, envs []segments.Environment, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
+// openDynamoDB opens the stores of the environments in the table of BIGSEG_DYNAMODB_TABLE, on
+// one client configured by the AWS SDK's own settings, whose requests m counts.
+func openDynamoDB(ctx context.Context, cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	obs := m.DynamoDB(dynamodb.Operations(), dynamodb.ErrorCodes())
 	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs, TracerProvider: tp})
 	if err != nil {
 		return openedStore{}, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %w", err)
 	}
-	prefixes := make([]string, len(envs))
-	for i, e := range envs {
-		prefixes[i] = e.Prefix
-	}
 	log.Info("using DynamoDB", "store", "dynamodb", "table", cfg.DynamoDBTable, "region", client.Region(),
 		"endpoint", client.Endpoint(), "consistentRead", cfg.DynamoDBConsistentRead, "prefixes", prefixes)
 	ds := dynamodb.NewStores(client, cfg.DynamoDBTable, prefixes, dynamodb.WithConsistentRead(cfg.DynamoDBConsistentRead),
 		dynamodb.WithObserver(obs))
-	stores := make([]segments.Store, len(ds))
-	for i, s := range ds {
-		stores[i] = s
+	for i := range envs {
+		envs[i].Store = ds[i]
 	}
 	return openedStore{
-		envs:   envs,
-		stores: stores,
+		envs: envs,
 		readMetadata: func(ctx context.Context) []segments.MetadataRead {
 			ctx, cancel := context.WithTimeout(ctx, dynamoStatusTimeout)
 			defer cancel()
 			return dynamodb.Metadatas(ctx, ds...)
 		},
-		name:      "dynamodb",
-		table:     cfg.DynamoDBTable,
-		errorCode: dynamodb.ErrorCode,
-		close:     client.Close,
+		name: "dynamodb", table: cfg.DynamoDBTable, errorCode: dynamodb.ErrorCode, close: client.Close,
 	}, nil
-}
-
-// openMemoryStore opens the embedded store with the fixture of BIGSEG_SEED_FILE, if any.
-func openMemoryStore(cfg config, envs []segments.Environment, log *slog.Logger) (openedStore, error) {
-	read := func() (*fixture.Fixture, error) {
-		if cfg.SeedFile == "" {
-			return nil, nil
-		}
-		f, err := fixture.ReadFile(cfg.SeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
-		}
-		return f, nil
-	}
-	f, err := read()
-	if err != nil {
-		return openedStore{}, err
-	}
-	store := memory.New(f, time.Now)
-	log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
-		"store", "embedded", "seedFile", cfg.SeedFile, "contexts", store.Len())
-	reload := func() error {
-		f, err := read()
-		if err == nil {
-			store.Replace(f)
-		}
-		return err
-	}
-	return openedStore{envs: envs, stores: []segments.Store{store}, name: "embedded", reload: reload, close: func() {}}, nil
 }

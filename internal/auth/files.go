@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,19 @@ func ReadSettingFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes: not a setting file", path, MaxSettingFileBytes)
 	}
 	return b, nil
+}
+
+// LoadKeyPair is tls.LoadX509KeyPair with ReadSettingFile's bound.
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := ReadSettingFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := ReadSettingFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
 }
 
 // FileCheckInterval is how often Tokens.Run and Certificates.Run look at their files again:

@@ -29,18 +29,21 @@ const loadWriters = 8
 // time and deleted with BatchWriteItem. The cursor is written after every context, in one
 // UpdateItem with the synchronization time.
 func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts fixture.LoadOptions) (fixture.LoadStats, error) {
-	return fixture.Load(ctx, loader{s}, contexts, opts)
+	return fixture.Load(ctx, loader{s, opts.DryRun}, contexts, opts)
 }
 
-// loader is a Store as fixture.Load writes into it.
-type loader struct{ s *Store }
+// loader is a Store as fixture.Load writes into it; with dryRun, it only counts.
+type loader struct {
+	s      *Store
+	dryRun bool
+}
 
 func (l loader) WriteBatch(ctx context.Context, batch []fixture.Context, replace bool, st *fixture.LoadStats) error {
-	return l.s.loadBatch(ctx, batch, replace, st)
+	return l.s.loadBatch(ctx, batch, replace, l.dryRun, st)
 }
 
 func (l loader) DeleteUnlisted(ctx context.Context, listed map[string]struct{}, st *fixture.LoadStats, progress func(scanned int, done bool)) error {
-	return l.s.deleteUnlisted(ctx, listed, st, progress)
+	return l.s.deleteUnlisted(ctx, listed, l.dryRun, st, progress)
 }
 
 func (l loader) StoredCursor(ctx context.Context) (*string, error) { return l.s.storedCursor(ctx) }
@@ -55,8 +58,8 @@ type write struct {
 	added, removed int
 }
 
-// loadBatch reads the contexts of chunk, then writes those that change.
-func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *fixture.LoadStats) error {
+// loadBatch reads the contexts of chunk, then writes those that change (a dry run counts them).
+func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace, dryRun bool, st *fixture.LoadStats) error {
 	keys := make([]itemKey, len(chunk))
 	for i, c := range chunk {
 		keys[i] = itemKey{table: s.table, namespace: s.userNS, key: c.Hash}
@@ -72,7 +75,10 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace 
 		if err != nil {
 			return err
 		}
-		if w.in != nil {
+		switch {
+		case w.in != nil && dryRun:
+			st.RefsAdded, st.RefsRemoved = st.RefsAdded+w.added, st.RefsRemoved+w.removed
+		case w.in != nil:
 			writes = append(writes, w)
 		}
 	}
@@ -179,14 +185,17 @@ const maxBatchWriteItems = 25
 
 // deleteUnlisted deletes the items of every context under the prefix that is not in listed,
 // querying them a page at a time, and reports the items queried after each page and each
-// BatchWriteItem of deletions, then once more with done once all are deleted.
-func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, st *fixture.LoadStats, report func(scanned int, done bool)) error {
+// BatchWriteItem of deletions, then once more with done once all are deleted. A dry run
+// counts them.
+func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, dryRun bool, st *fixture.LoadStats, report func(scanned int, done bool)) error {
 	scanned, in := 0, s.contextsQuery()
 	var stale []map[string]types.AttributeValue
 	var staleFull int // how many of stale held refs
 	flush := func() error {
-		if err := s.deleteItems(ctx, stale); err != nil {
-			return err
+		if !dryRun {
+			if err := s.deleteItems(ctx, stale); err != nil {
+				return err
+			}
 		}
 		st.Deleted += staleFull
 		st.EmptyDeleted += len(stale) - staleFull
@@ -247,9 +256,6 @@ func (s *Store) contextsQuery() *awsdynamodb.QueryInput {
 		ProjectionExpression:      aws.String(membershipProjection.expr),
 		ExpressionAttributeNames:  membershipProjection.names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: s.userNS}},
-	}
-	if s.queryPage > 0 {
-		in.Limit = &s.queryPage
 	}
 	return in
 }

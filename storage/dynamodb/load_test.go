@@ -2,6 +2,7 @@ package dynamodb_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,8 +237,8 @@ func TestLoadCursor(t *testing.T) {
 func TestLoadProgress(t *testing.T) {
 	ctx := context.Background()
 	c, table := moto(t)
-	store := dynamodb.New(c, table, "")
-	dynamodb.SetQueryPage(store, 40)
+	client, pages := pagedClient(t, 40)
+	store := dynamodb.New(client, table, "")
 	const listed, unlisted = 200, 120
 	contexts := make([]fixture.Context, listed)
 	for i := range contexts {
@@ -256,6 +257,9 @@ func TestLoadProgress(t *testing.T) {
 	}
 	if st.Contexts != listed || st.Deleted != unlisted {
 		t.Fatalf("load: %+v, want %d contexts written, %d items deleted", st, listed, unlisted)
+	}
+	if n := pages(); n != (listed+unlisted+39)/40 {
+		t.Errorf("%d pages queried, want %d of 40 items", n, (listed+unlisted+39)/40)
 	}
 	byPhase := map[fixture.LoadPhase][]fixture.LoadProgress{}
 	for i, p := range reports {
@@ -349,5 +353,72 @@ func TestLoadReplaceAnswersThatSayNothing(t *testing.T) {
 				t.Errorf("a failed load wrote the cursor %q", cursor)
 			}
 		})
+	}
+}
+
+// pagedClient is a client of moto through a proxy that cuts every Query answer to n items,
+// with the LastEvaluatedKey DynamoDB gives at its 1 MB page bound, so that a load sees several
+// pages of a small table; pages counts the Query calls.
+func pagedClient(t *testing.T, n int) (_ *dynamodb.Client, pages func() int) {
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	proxy.On("Query", func(_ int, forward func() dynamotest.Reply) dynamotest.Reply {
+		r := forward()
+		var page map[string]any
+		if err := json.Unmarshal(r.Body, &page); err != nil {
+			t.Errorf("a Query answer: %v", err)
+			return r
+		}
+		items, _ := page["Items"].([]any)
+		if len(items) <= n {
+			return r
+		}
+		last := items[n-1].(map[string]any)
+		page["Items"], page["Count"] = items[:n], n
+		page["LastEvaluatedKey"] = map[string]any{"namespace": last["namespace"], "key": last["key"]}
+		r.Body, _ = json.Marshal(page)
+		return r
+	})
+	return newClient(t, proxy.URL), func() int { return proxy.Calls("Query") }
+}
+
+// A dry run counts what the load would add, remove and delete, exactly as the load then does,
+// and changes nothing: the items, the cursor and the synchronization time stay as they were.
+func TestLoadDryRun(t *testing.T) {
+	ctx := context.Background()
+	c, table := moto(t)
+	p := prefix(t)
+	dynamotest.Patch(t, c, table, p, "", "v1", []dynamotest.Change{
+		{Hash: segments.Hash("alice"), AddIncluded: []string{"a.g1"}},
+		{Hash: segments.Hash("stale"), AddIncluded: []string{"a.g1"}, AddExcluded: []string{"b.g1"}},
+	})
+	store := dynamodb.New(c, table, p)
+	contexts := []fixture.Context{ctxOf("alice", []string{"b.g1", "b.g1"}, nil), ctxOf("bob", []string{"a.g1"}, []string{"c.g1"})}
+	before := readAll(t, store, []string{"alice", "bob", "stale"})
+	synced, cursor := metadataItem(t, c, table, store)
+	opts := fixture.LoadOptions{Replace: true, SynchronizedOn: time.UnixMilli(1764430000000)}
+	dry := opts
+	dry.DryRun = true
+	predicted, err := store.Load(ctx, contexts, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := readAll(t, store, []string{"alice", "bob", "stale"}); !cmp.Equal(after, before) {
+		t.Errorf("a dry run changed the memberships: %s", cmp.Diff(before, after))
+	}
+	if s, cur := metadataItem(t, c, table, store); s != synced || cur != cursor {
+		t.Errorf("a dry run changed the metadata: %s %s, was %s %s", s, cur, synced, cursor)
+	}
+	want := fixture.LoadStats{Contexts: 2, RefsAdded: 3, RefsRemoved: 1, Deleted: 1}
+	if got := predicted; got.Contexts != want.Contexts || got.RefsAdded != want.RefsAdded || got.RefsRemoved != want.RefsRemoved ||
+		got.Deleted != want.Deleted || !got.CursorChanged {
+		t.Errorf("dry run: %+v, want %+v and a new cursor", got, want)
+	}
+	done, err := store.Load(ctx, contexts, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	predicted.Cursor, done.Cursor = "", ""
+	if predicted != done {
+		t.Errorf("the dry run said %+v, the load did %+v", predicted, done)
 	}
 }

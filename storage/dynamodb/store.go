@@ -88,7 +88,6 @@ type Store struct {
 	metaKey    string // the namespace and key of the metadata item
 	consistent bool
 	observer   Observer // told of unprocessed keys asked for again; nil for none
-	queryPage  int32    // items a page of Load's query, 0 for DynamoDB's 1 MB; tests set it
 }
 
 var _ segments.Store = (*Store)(nil)

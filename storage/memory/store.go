@@ -17,6 +17,7 @@ import (
 // Replace swaps the whole snapshot at once.
 type Store struct {
 	now   func() time.Time
+	file  string // the fixture file of Open, read again by Reload
 	snap  atomic.Pointer[snapshot]
 	loads atomic.Int64
 }
@@ -37,6 +38,26 @@ func New(f *fixture.Fixture, now func() time.Time) *Store {
 	s := &Store{now: now}
 	s.Replace(f)
 	return s
+}
+
+// Open returns a store holding the fixture of file ("" for an empty store), on the clock now.
+func Open(file string, now func() time.Time) (*Store, error) {
+	s := &Store{now: now, file: file}
+	return s, s.Reload()
+}
+
+// Reload reads Open's file again and swaps it in (SIGHUP); if it does not read, the data
+// loaded before stays.
+func (s *Store) Reload() error {
+	var f *fixture.Fixture
+	if s.file != "" {
+		var err error
+		if f, err = fixture.ReadFile(s.file); err != nil {
+			return err
+		}
+	}
+	s.Replace(f)
+	return nil
 }
 
 // Replace swaps in f, with the same rules as New. Its cursor is f's, or, when f has none,

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -78,5 +79,35 @@ func TestReloadIsAChange(t *testing.T) {
 	s.Replace(&fixture.Fixture{Cursor: "v7"})
 	if got := cursor(); got != "v7" {
 		t.Errorf("cursor of a fixture with one: %q, want v7", got)
+	}
+}
+
+// Open reads its file; Reload reads it again, and keeps the data loaded before when it does
+// not read.
+func TestOpenAndReload(t *testing.T) {
+	file := t.TempDir() + "/seed.json"
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"contexts": {"alice": {"included": ["a.g1"]}}}`)
+	s, err := memory.Open(file, time.Now)
+	if err != nil || s.Len() != 1 {
+		t.Fatalf("Open: %v, %d contexts", err, s.Len())
+	}
+	write(`{"contexts": {"alice": {"included": ["a.g1"]}, "bob": {"included": ["a.g1"]}}}`)
+	if err := s.Reload(); err != nil || s.Len() != 2 {
+		t.Errorf("Reload: %v, %d contexts, want 2", err, s.Len())
+	}
+	write(`{"contexts": `)
+	if err := s.Reload(); err == nil || s.Len() != 2 {
+		t.Errorf("Reload of a broken file: %v, %d contexts, want an error and the 2 before", err, s.Len())
+	}
+	if _, err := memory.Open(file+".missing", time.Now); err == nil {
+		t.Error("Open of a missing file: no error")
+	}
+	if s, err := memory.Open("", time.Now); err != nil || s.Len() != 0 {
+		t.Errorf("Open of no file: %v, %d contexts", err, s.Len())
 	}
 }

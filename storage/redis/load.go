@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,18 +22,21 @@ import (
 // or both, never neither. With Replace, unlisted contexts' sets are found by SCAN, on every
 // master of a cluster.
 func (s *Store) Load(ctx context.Context, contexts []fixture.Context, opts fixture.LoadOptions) (fixture.LoadStats, error) {
-	return fixture.Load(ctx, loader{s}, contexts, opts)
+	return fixture.Load(ctx, loader{s, opts.DryRun}, contexts, opts)
 }
 
-// loader is a Store as fixture.Load writes into it.
-type loader struct{ s *Store }
+// loader is a Store as fixture.Load writes into it; with dryRun, it only counts.
+type loader struct {
+	s      *Store
+	dryRun bool
+}
 
 func (l loader) WriteBatch(ctx context.Context, batch []fixture.Context, replace bool, st *fixture.LoadStats) error {
-	return l.s.loadBatch(ctx, batch, replace, st)
+	return l.s.loadBatch(ctx, batch, replace, l.dryRun, st)
 }
 
 func (l loader) DeleteUnlisted(ctx context.Context, listed map[string]struct{}, st *fixture.LoadStats, progress func(scanned int, done bool)) error {
-	return l.s.deleteUnlisted(ctx, listed, func(scanned, deleted int, done bool) {
+	return l.s.deleteUnlisted(ctx, listed, l.dryRun, func(scanned, deleted int, done bool) {
 		st.Deleted = deleted
 		progress(scanned, done)
 	})
@@ -84,11 +88,10 @@ func (s *Store) storedCursor(ctx context.Context) (*string, error) {
 }
 
 // loadBatch writes the contexts of chunk in one pipeline (reading their sets first, with
-// replace, to know what to remove).
-func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace bool, st *fixture.LoadStats) error {
-	// With Replace, read what is there first, to know what to remove.
+// replace, to know what to remove; with dryRun, to count what would change, and no more).
+func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace, dryRun bool, st *fixture.LoadStats) error {
 	var current []*goredis.StringSliceCmd
-	if replace {
+	if replace || dryRun {
 		pipe := s.client.Pipeline()
 		current = make([]*goredis.StringSliceCmd, 2*len(chunk))
 		for i, c := range chunk {
@@ -98,6 +101,18 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace 
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("read current memberships: %w", err)
 		}
+	}
+	if dryRun {
+		for i, c := range chunk {
+			for j, set := range [][]string{c.Included, c.Excluded} {
+				have := current[2*i+j].Val()
+				st.RefsAdded += len(missing(dedupe(set), have))
+				if replace {
+					st.RefsRemoved += len(missing(have, set))
+				}
+			}
+		}
+		return nil
 	}
 	pipe := s.client.Pipeline()
 	var adds, removes []*goredis.IntCmd
@@ -138,8 +153,11 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace 
 // that is not in listed, scanning every master of a cluster, and reports the keys scanned
 // and deleted after each page of the scan and each pipeline of deletions (one report at a
 // time), then once more with done once all are deleted.
-func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, report func(scanned, deleted int, done bool)) error {
+func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, dryRun bool, report func(scanned, deleted int, done bool)) error {
 	p := &pruner{s: s, listed: listed, report: report}
+	if dryRun {
+		p.seen = map[string]struct{}{}
+	}
 	var err error
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
@@ -161,6 +179,8 @@ type pruner struct {
 	listed map[string]struct{}
 	report func(scanned, deleted int, done bool)
 
+	seen map[string]struct{} // a dry run's: the keys it would delete (SCAN may return one twice)
+
 	mu               sync.Mutex // cluster masters are scanned concurrently
 	scanned, deleted int
 }
@@ -172,8 +192,22 @@ func (p *pruner) count(keys, dels int) {
 	p.report(p.scanned, p.deleted, false)
 }
 
-// del deletes keys, one DEL per key (keys of a cluster may be in any slot), pipelined.
+// del deletes keys, one DEL per key (keys of a cluster may be in any slot), pipelined; a dry
+// run counts them.
 func (p *pruner) del(ctx context.Context, keys []string) error {
+	if p.seen != nil {
+		n := 0
+		p.mu.Lock()
+		for _, k := range keys {
+			if _, ok := p.seen[k]; !ok {
+				p.seen[k] = struct{}{}
+				n++
+			}
+		}
+		p.mu.Unlock()
+		p.count(0, n)
+		return nil
+	}
 	pipe := p.s.client.Pipeline()
 	for _, k := range keys {
 		pipe.Del(ctx, k)
@@ -249,6 +283,9 @@ func missing(have, want []string) []string {
 	}
 	return out
 }
+
+// dedupe is refs without repeats, as a set holds them.
+func dedupe(refs []string) []string { return slices.Compact(slices.Sorted(slices.Values(refs))) }
 
 func anys(ss []string) []any {
 	out := make([]any, len(ss))

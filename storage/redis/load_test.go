@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -253,5 +254,59 @@ func TestLoadProgress(t *testing.T) {
 	}
 	if !midway {
 		t.Error("no report while deleting counts some of the deletions but not all")
+	}
+}
+
+// A dry run counts what the load would add, remove and delete, exactly as the load then does,
+// and changes nothing: the sets, the cursor and the synchronization time stay as they were.
+func TestLoadDryRun(t *testing.T) {
+	ctxOf := func(key string, inc, exc []string) fixture.Context {
+		return fixture.Context{Hash: segments.Hash(key), Included: inc, Excluded: exc}
+	}
+	ctx := context.Background()
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	store := redis.New(c, prefix)
+	if _, err := store.Load(ctx, []fixture.Context{ctxOf("alice", []string{"a.g1"}, nil), ctxOf("stale", []string{"a.g1"}, []string{"b.g1"})},
+		fixture.LoadOptions{Cursor: "v1", SynchronizedOn: time.UnixMilli(1764420000000)}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() []string {
+		k, err := c.Keys(ctx, prefix+":*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(k)
+		return k
+	}
+	metadata := func() []any {
+		v, err := c.MGet(ctx, store.CursorKey(), store.SynchronizedOnKey()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	contexts := []fixture.Context{ctxOf("alice", []string{"b.g1", "b.g1"}, nil), ctxOf("bob", []string{"a.g1"}, []string{"c.g1"})}
+	beforeKeys, beforeMeta, before := keys(), metadata(), readAll(t, store, []string{"alice", "bob", "stale"})
+	opts := fixture.LoadOptions{Replace: true, SynchronizedOn: time.UnixMilli(1764430000000)}
+	dry := opts
+	dry.DryRun = true
+	predicted, err := store.Load(ctx, contexts, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := readAll(t, store, []string{"alice", "bob", "stale"}); !cmp.Equal(after, before) || !slices.Equal(keys(), beforeKeys) || !cmp.Equal(metadata(), beforeMeta) {
+		t.Errorf("a dry run changed the store: %s", cmp.Diff(before, after))
+	}
+	if got := predicted; got.Contexts != 2 || got.RefsAdded != 3 || got.RefsRemoved != 1 || got.Deleted != 2 || !got.CursorChanged {
+		t.Errorf("dry run: %+v, want 2 contexts, 3 refs added, 1 removed, 2 sets deleted, a new cursor", got)
+	}
+	done, err := store.Load(ctx, contexts, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	predicted.Cursor, done.Cursor = "", ""
+	if predicted != done {
+		t.Errorf("the dry run said %+v, the load did %+v", predicted, done)
 	}
 }

@@ -115,10 +115,8 @@ func runPod(t *testing.T, r *release, f *facts) []string {
 	}
 	env["BIGSEG_ADDR"] = "127.0.0.1:0"
 	env["BIGSEG_METRICS_ADDR"] = "127.0.0.1:0"
-	for _, side := range []string{"BIGSEG_PPROF_ADDR", "BIGSEG_RESP_ADDR"} {
-		if env[side] != "" {
-			env[side] = "127.0.0.1:0"
-		}
+	if env["BIGSEG_RESP_ADDR"] != "" {
+		env["BIGSEG_RESP_ADDR"] = "127.0.0.1:0"
 	}
 
 	srv, err := startServer(t, f, env)

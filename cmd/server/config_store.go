@@ -1,13 +1,11 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -92,51 +90,42 @@ func (c config) redisURLs() redis.ClientOptions {
 	return redis.ClientOptions{URL: c.RedisURL, ClusterURL: c.RedisClusterURL, SentinelURL: c.RedisSentinelURL}
 }
 
-// redisTLSConfig is what the TLS settings add to a rediss:// URL's TLS; nil for nothing.
-func (c config) redisTLSConfig() (*tls.Config, error) {
-	tc := &tls.Config{ServerName: c.RedisTLSServerName}
-	if c.RedisTLSCAFile != "" {
-		pem, err := auth.ReadSettingFile(c.RedisTLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, errors.New("BIGSEG_REDIS_TLS_CA_FILE: no PEM certificate in it")
-		}
-	}
-	if c.RedisTLSCertFile != "" {
-		cert, err := loadKeyPair(c.RedisTLSCertFile, c.RedisTLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("BIGSEG_REDIS_TLS_CERT_FILE/KEY_FILE: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-// secret reads a secret from its file (a mounted Kubernetes secret: one trailing newline is
-// not part of it); "" if no file is set.
-func secret(file, fileVar string) (string, error) {
-	if file == "" {
-		return "", nil
-	}
-	b, err := auth.ReadSettingFile(file)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", fileVar, err)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
-}
-
 // redisOptions are the Redis client's options, secrets and certificates read from their files.
 func (c config) redisOptions() (o redis.ClientOptions, err error) {
 	o = c.redisURLs()
-	if o.Password, err = secret(c.RedisPasswordFile, "BIGSEG_REDIS_PASSWORD_FILE"); err != nil {
-		return o, err
+	if o.Password, err = redis.ReadSecret(c.RedisPasswordFile); err != nil {
+		return o, fmt.Errorf("BIGSEG_REDIS_PASSWORD_FILE: %w", err)
 	}
-	if o.SentinelPassword, err = secret(c.RedisSentinelPasswordFile, "BIGSEG_REDIS_SENTINEL_PASSWORD_FILE"); err != nil {
-		return o, err
+	if o.SentinelPassword, err = redis.ReadSecret(c.RedisSentinelPasswordFile); err != nil {
+		return o, fmt.Errorf("BIGSEG_REDIS_SENTINEL_PASSWORD_FILE: %w", err)
 	}
-	o.TLS, err = c.redisTLSConfig()
-	return o, err
+	if o.TLS, err = redis.TLSFiles(c.RedisTLSCAFile, c.RedisTLSCertFile, c.RedisTLSKeyFile, c.RedisTLSServerName); err != nil {
+		return o, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE, _CERT_FILE or _KEY_FILE: %w", err)
+	}
+	return o, nil
+}
+
+// hasDynamoDB says whether a DynamoDB table is configured (instead of Redis).
+func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
+
+// validateDynamoDB checks the DynamoDB settings. Where to connect, and as whom, are the AWS
+// SDK's own settings (AWS_*), which bigseg does not repeat.
+func (c config) validateDynamoDB() []error {
+	var errs []error
+	if !c.hasDynamoDB() {
+		if !c.DynamoDBConsistentRead {
+			errs = append(errs, errors.New("BIGSEG_DYNAMODB_CONSISTENT_READ is set but no DynamoDB table is: set BIGSEG_DYNAMODB_TABLE"))
+		}
+		return errs
+	}
+	if !dynamodb.IsTableName(c.DynamoDBTable) {
+		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %.80q is not a table name (3 to 255 of A-Z, a-z, 0-9, _ - .) or a table's ARN", c.DynamoDBTable))
+	}
+	for _, name := range c.redisTopologies() {
+		errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE and %s are both set: choose one store", name))
+	}
+	if c.SeedFile != "" {
+		errs = append(errs, errors.New("BIGSEG_SEED_FILE is for the embedded store, but BIGSEG_DYNAMODB_TABLE is set"))
+	}
+	return errs
 }
