@@ -15,9 +15,11 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
+// cursorTTL is an answer's TTL while the store has a cursor: a new cursor drops it sooner.
+const cursorTTL = time.Hour
+
 // Environment is one environment served: its name (in routes, tokens' scopes and metrics),
-// the key prefix of its data and its store. New makes it part of a Service, with a status
-// and a cache.
+// the key prefix of its data and its store. New makes it part of a Service.
 type Environment struct {
 	Name   string
 	Prefix string // the prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
@@ -32,7 +34,7 @@ type Environment struct {
 type state struct {
 	mu         sync.RWMutex   // guards the fields up to flight
 	status     *StoreStatus   // nil before the first poll
-	young, old *gocache.Cache // the cache (see the package documentation); nil when off
+	young, old *gocache.Cache // the cache, nil when off; entries expire on the Service's clock
 	half       int            // the most entries either go-cache holds
 	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
@@ -42,12 +44,11 @@ type state struct {
 	batchSlots chan struct{}      // batches' share of slots: at most half, so that single lookups always have some
 }
 
-// newGoCache is a go-cache whose own expiry, on time.Now, is off: entries carry theirs.
 func newGoCache() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
 
 type cacheEntry struct {
 	m       Membership
-	expires int64 // unix nanoseconds, on the Service's clock
+	expires int64 // unix nanoseconds
 }
 
 // Answer is what a lookup answers for one context.
@@ -69,7 +70,7 @@ func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 }
 
 // LookupBatch answers for many contexts at once, in order, reading the misses in one store
-// call, so that a caller with many contexts costs the store one round trip.
+// call: a caller with many contexts costs the store one round trip.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	return e.lookup(ctx, hashes, true)
 }
@@ -132,7 +133,7 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 		ch := e.flight.DoChan(key, func() (any, error) {
 			r := e.readStore(ctx, []string{hash}, e.slots)[0]
 			if r.Err != nil && context.Cause(ctx) != e.svc.timeout {
-				return r, ctx.Err() // not nil when its caller left before the read was done
+				return r, ctx.Err() // not nil if its caller left before the read was done
 			}
 			return r, nil
 		})
@@ -147,17 +148,16 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships once it holds a slot of each semaphore, waiting for them
-// within ctx: a caller that has left takes no slot. It returns one Read per hash, always: a
-// store that panics or miscounts fails the read.
+// readStore reads memberships once it holds a slot of each semaphore, taken within ctx: a
+// caller that has left takes none. It returns one Read per hash, always: a store that panics
+// or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
 		case sem <- struct{}{}:
 			defer func() { <-sem }()
 		case <-ctx.Done():
-			err := fmt.Errorf("read membership: %w", context.Cause(ctx))
-			return slices.Repeat([]Read{{Err: err}}, len(hashes))
+			return slices.Repeat([]Read{{Err: fmt.Errorf("read membership: %w", context.Cause(ctx))}}, len(hashes))
 		}
 	}
 	start := time.Now()
@@ -166,7 +166,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	if err == nil && len(reads) != len(hashes) {
 		err = fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
 	}
-	if err != nil { // the store's own error is every context's
+	if err != nil {
 		reads = slices.Repeat([]Read{{Err: err}}, len(hashes))
 	}
 	var first error
@@ -218,8 +218,8 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	return st, en.m, true
 }
 
-// put caches en for hash, unless gen, the generation it was read in, is over. A young go-cache
-// that is full becomes the old one, dropping the previous old one whole.
+// put caches en for hash, unless gen, the generation it was read in, is over. A full young
+// go-cache becomes the old one, dropping the previous old one whole.
 func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -260,8 +260,7 @@ func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
 	if _, m, hit := e.get(hash); hit {
 		x.Cached = &m
 	}
-	r := e.readStore(ctx, []string{hash}, e.slots)[0]
-	if r.Err != nil {
+	if r := e.readStore(ctx, []string{hash}, e.slots)[0]; r.Err != nil {
 		x.Answer.Status, x.Answer.Err = StoreError, r.Err
 	} else {
 		x.Answer.Membership = r.Membership

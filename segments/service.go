@@ -1,6 +1,7 @@
 package segments
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,36 +23,21 @@ const (
 	DefaultReadsInFlight = 4
 )
 
-const (
-	cursorTTL            = time.Hour   // an answer's TTL while the store has a cursor: a new cursor drops it sooner
-	recoveryPollInterval = time.Second // how often Run polls while a store is unreachable, if sooner
-)
-
-// Config is how a Service serves. A field left zero (or negative) takes its default.
+// Config is how a Service serves. A field left zero takes its default; none may be negative.
 type Config struct {
-	CacheSize int           // answers cached, shared evenly by the environments
-	CacheTTL  time.Duration // how long an answer read while the store has no cursor is cached
-	NoCache   bool          // cache nothing: every lookup reads the store
-
-	PollInterval  time.Duration // how often Run polls; at most StaleAfter
-	StaleAfter    time.Duration // the age of the last synchronization from which data is stale
-	LookupTimeout time.Duration // the longest a lookup, batch or poll waits for the store
-	ReadsInFlight int           // an environment's store reads at once; batches take at most half
-
-	// ReadyRequiresFresh makes Readiness false while data is stale, not only while unavailable.
-	ReadyRequiresFresh bool
-	// ReadMetadata reads every environment's metadata at once, in order, in one round trip to
-	// a database that holds them all; nil reads each store's in turn.
-	ReadMetadata func(ctx context.Context) []MetadataRead
-	// Now replaces time.Now for staleness, cache expiry and status times, so that tests move time.
-	Now func() time.Time
-	// Logger gets status changes (and failed reads, at debug level); nil discards them.
-	Logger *slog.Logger
-	// ErrorCode names a store error in log lines by a bounded code (an AWS error code), so that
-	// they can be searched by cause; nil names none.
-	ErrorCode func(error) string
-	// Observer makes each environment's Observer (its metrics); nil observes nothing.
-	Observer func(*Environment) Observer
+	CacheSize          int                                      // answers cached, shared evenly by the environments
+	CacheTTL           time.Duration                            // how long an answer read while the store has no cursor is cached
+	NoCache            bool                                     // cache nothing: every lookup reads the store
+	PollInterval       time.Duration                            // how often Run polls; at most StaleAfter
+	StaleAfter         time.Duration                            // the age of the last synchronization from which data is stale
+	LookupTimeout      time.Duration                            // the longest a lookup, batch or poll waits for the store
+	ReadsInFlight      int                                      // an environment's store reads at once; batches take at most half
+	ReadyRequiresFresh bool                                     // Readiness is false while data is stale, not only unavailable
+	ReadMetadata       func(ctx context.Context) []MetadataRead // every environment's, in order, in one round trip; nil: each store's in turn
+	Now                func() time.Time                         // the clock of staleness, cache expiry and status times; nil: time.Now
+	Logger             *slog.Logger                             // where status changes are logged; nil: nowhere
+	ErrorCode          func(error) string                       // a bounded code of a store error (an AWS error code), logged with it
+	Observer           func(*Environment) Observer              // each environment's Observer (its metrics); nil: none
 }
 
 // Service holds every environment served, their poll loop (Run), readiness and changes.
@@ -70,12 +56,12 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 	if len(envs) == 0 {
 		return nil, errors.New("no environment to serve")
 	}
-	cfg.CacheSize = orDefault(cfg.CacheSize, DefaultCacheSize)
-	cfg.CacheTTL = orDefault(cfg.CacheTTL, DefaultCacheTTL)
-	cfg.StaleAfter = orDefault(cfg.StaleAfter, DefaultStaleAfter)
-	cfg.PollInterval = min(orDefault(cfg.PollInterval, DefaultPollInterval), cfg.StaleAfter)
-	cfg.LookupTimeout = orDefault(cfg.LookupTimeout, DefaultLookupTimeout)
-	cfg.ReadsInFlight = orDefault(cfg.ReadsInFlight, DefaultReadsInFlight)
+	cfg.CacheSize = cmp.Or(cfg.CacheSize, DefaultCacheSize)
+	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, DefaultCacheTTL)
+	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, DefaultStaleAfter)
+	cfg.PollInterval = min(cmp.Or(cfg.PollInterval, DefaultPollInterval), cfg.StaleAfter)
+	cfg.LookupTimeout = cmp.Or(cfg.LookupTimeout, DefaultLookupTimeout)
+	cfg.ReadsInFlight = cmp.Or(cfg.ReadsInFlight, DefaultReadsInFlight)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -97,37 +83,20 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 		case in.Store == nil:
 			return nil, fmt.Errorf("environment %q has no store", in.Name)
 		}
-		s.envs = append(s.envs, s.environment(in, len(envs)))
+		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: cfg.Logger, obs: nopObserver{}}
+		e.state = &state{slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
+		if !cfg.NoCache {
+			e.half, e.young, e.old = max(cfg.CacheSize/len(envs)/2, 1), newGoCache(), newGoCache()
+		}
+		if len(envs) > 1 {
+			e.log = e.log.With("environment", e.Name)
+		}
+		if cfg.Observer != nil {
+			e.obs = cfg.Observer(e)
+		}
+		s.envs = append(s.envs, e)
 	}
 	return s, nil
-}
-
-// orDefault is v, or def if v is zero or negative.
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
-// environment makes in one of the n environments of s.
-func (s *Service) environment(in Environment, n int) *Environment {
-	e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: s.cfg.Logger, obs: nopObserver{}}
-	e.state = &state{
-		slots:      make(chan struct{}, s.cfg.ReadsInFlight),
-		batchSlots: make(chan struct{}, max(s.cfg.ReadsInFlight/2, 1)),
-	}
-	if !s.cfg.NoCache {
-		e.half = max(s.cfg.CacheSize/n/2, 1)
-		e.young, e.old = newGoCache(), newGoCache()
-	}
-	if n > 1 {
-		e.log = e.log.With("environment", e.Name)
-	}
-	if s.cfg.Observer != nil {
-		e.obs = s.cfg.Observer(e)
-	}
-	return e
 }
 
 // ValidateName says why name cannot be an environment's, or nil: the one rule of names, which
@@ -191,13 +160,6 @@ func (s *Service) Readiness() (ready bool, reason string) {
 
 func (s *Service) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.cfg.LookupTimeout, s.timeout)
-}
-
-func (s *Service) errAttrs(err error) []any {
-	if s.cfg.ErrorCode == nil {
-		return []any{"err", err.Error()}
-	}
-	return []any{"code", s.cfg.ErrorCode(err), "err", err.Error()}
 }
 
 // Store operations, as passed to Observer.StoreRead.
@@ -282,10 +244,7 @@ func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
 	if st != nil {
 		return st, gen
 	}
-	e.svc.poll(ctx, func() bool {
-		st, _ := e.snapshot()
-		return st == nil
-	})
+	e.svc.poll(ctx, true)
 	if st, gen = e.snapshot(); st == nil { // ctx ended first
 		st = &StoreStatus{Stale: true, CheckedAt: e.svc.cfg.Now()}
 	}
@@ -294,18 +253,18 @@ func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
 
 // Poll polls every environment now, after the poll running (if any), which may predate a
 // change: the embedded store's reload calls it.
-func (s *Service) Poll(ctx context.Context) { s.poll(ctx, func() bool { return true }) }
+func (s *Service) Poll(ctx context.Context) { s.poll(ctx, false) }
 
-// poll takes the poll lock within ctx and polls if still needed. A poll whose caller has gone
-// records nothing: that is no failure of the store.
-func (s *Service) poll(ctx context.Context, needed func() bool) {
+// poll takes the poll lock within ctx and polls, unless onlyFirst and a poll has finished. A
+// poll whose caller has gone records nothing: that is no failure of the store.
+func (s *Service) poll(ctx context.Context, onlyFirst bool) {
 	select {
 	case s.polling <- struct{}{}:
 		defer func() { <-s.polling }()
 	case <-ctx.Done():
 		return
 	}
-	if !needed() {
+	if st, _ := s.envs[0].snapshot(); onlyFirst && st != nil {
 		return
 	}
 	readCtx, cancel := s.withTimeout(ctx)
@@ -344,8 +303,7 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 }
 
 // record publishes the status a poll found, and says whether Available, Stale or the data
-// changed. A new cursor begins a new cache generation, with an empty pair: nothing cached
-// before it is served.
+// changed. A new cursor begins a cache generation, with an empty pair.
 func (e *Environment) record(md Metadata, err error) bool {
 	now := e.svc.cfg.Now()
 	e.mu.Lock()
@@ -372,11 +330,11 @@ func (e *Environment) record(md Metadata, err error) bool {
 	// The SDKs' rule; a synchronization time in the future (clock skew) is not stale.
 	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.cfg.StaleAfter
 	e.status = &st
-	if dataChanged && e.young != nil {
-		e.young, e.old = newGoCache(), newGoCache()
-	}
 	if dataChanged {
 		e.gen++
+		if e.young != nil {
+			e.young, e.old = newGoCache(), newGoCache()
+		}
 	}
 	e.mu.Unlock()
 
@@ -394,14 +352,19 @@ func (e *Environment) record(md Metadata, err error) bool {
 // logStatus logs a change of the status, once: not at every poll.
 func (e *Environment) logStatus(st StoreStatus, err error) {
 	switch {
+	case err != nil && e.svc.cfg.ErrorCode != nil:
+		e.log.Error("big segment store unavailable", "code", e.svc.cfg.ErrorCode(err), "err", err.Error())
 	case err != nil:
-		e.log.Error("big segment store unavailable", e.svc.errAttrs(err)...)
+		e.log.Error("big segment store unavailable", "err", err.Error())
 	case st.Stale:
 		e.log.Warn("big segment data is stale", "lastSynchronized", st.LastSynchronized)
 	default:
 		e.log.Info("big segment store healthy")
 	}
 }
+
+// recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
+const recoveryPollInterval = time.Second
 
 // Run polls at once, then every poll interval (every second while a store is unreachable),
 // until ctx ends.
