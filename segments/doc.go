@@ -40,8 +40,7 @@
 // (a hit takes it to read), a singleflight.Group of its reads, and a semaphore of its store
 // reads with batches' share of it (buffered channels, Config.ReadsInFlight); the Service adds a
 // poll lock (a buffered channel of one), the channel of changes (an atomic pointer) and the
-// draining flag.
-// Nothing runs between lookups but Run's one goroutine.
+// draining flag. Nothing runs between lookups but Run's one goroutine.
 //
 // # The cache
 //
@@ -51,10 +50,11 @@
 // an hour while the store has a cursor, since a new cursor drops it anyway, and for the cache
 // TTL (Config.CacheTTL, the SDKs' 5 s) while it has none.
 //
-// The cache is go-cache, which has no size bound of its own. The bound (Config.CacheSize, shared
-// evenly by the environments) is kept by a pair of go-caches: new entries go into the young
-// one; an entry that would take it past half the bound first makes it the old one, dropping the previous old one whole; a hit in the old one is copied into the
-// young one. Every operation is O(1), the cache never holds more than its bound, and a context
+// The cache is go-cache, which has no size bound of its own. The bound (Config.CacheSize,
+// shared evenly by the environments) is kept by a pair of go-caches: new entries go into the
+// young one; an entry that would take it past half the bound first makes it the old one,
+// dropping the previous old one whole; a hit in the old one is copied into the young one.
+// Config.NoCache turns the cache off. Every operation is O(1), the cache never holds more than its bound, and a context
 // looked up at least once per half-bound of new entries stays cached until its TTL, however
 // many one-off contexts pass through. go-cache's own expiry reads time.Now, which tests cannot
 // move, so it is off and entries carry their expiry on the injected clock.
@@ -89,14 +89,15 @@
 // its error, uncached. A store that panics, in Memberships or in Metadata, or answers for
 // another number of contexts than asked, fails that read with an error, and the process goes
 // on. Failed reads are not logged: the Observer counts them (a line each would flood the log
-// in an outage), and explain reads one context to say why it fails.
+// in an outage), and Explain reads one context straight from the store, beside what the cache
+// holds, to say why it fails.
 //
 // # Status
 //
 // One poll loop owns every environment's status: Run polls at once, then every poll interval
 // (Config.PollInterval, the SDKs' 5 s, capped at the staleness threshold), reading every
-// environment's metadata in one call (Config.ReadMetadata: one pipeline on Redis; by default each
-// store's in turn), and publishes each environment's StoreStatus, following the SDKs' rules:
+// environment's metadata in one call (Config.ReadMetadata: one pipeline on Redis; by default
+// each store's in turn), and publishes each environment's StoreStatus, following the SDKs' rules:
 //
 //   - Available: the poll read the metadata.
 //   - Stale: the data was never synchronized, or last synchronized the staleness threshold
