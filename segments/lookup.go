@@ -125,24 +125,23 @@ func (e *Environment) answer(hash string, m Membership, status LookupStatus, cac
 	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
 }
 
-// readShared reads hash once for every lookup of it begun in cache generation gen, in the
-// first caller's context: if that caller leaves early, those still waiting read again.
+// readShared reads hash once for every lookup of it begun in cache generation gen, on the
+// first caller's goroutine and in its context: if that caller leaves early, those still
+// waiting read again. A waiter whose own caller leaves waits on, at most the lookup timeout.
 func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
 	key := strconv.FormatUint(gen, 10) + " " + hash
 	for {
-		ch := e.flight.DoChan(key, func() (any, error) {
+		v, err, _ := e.flight.Do(key, func() (any, error) {
 			r := e.readStore(ctx, []string{hash}, e.slots)[0]
 			if r.Err != nil && context.Cause(ctx) != e.svc.timeout {
 				return r, ctx.Err() // not nil if its caller left before the read was done
 			}
 			return r, nil
 		})
-		select {
-		case res := <-ch:
-			if res.Err == nil || ctx.Err() != nil {
-				return res.Val.(Read)
-			}
-		case <-ctx.Done():
+		switch r := v.(Read); {
+		case err == nil && (r.Err == nil || ctx.Err() == nil):
+			return r
+		case ctx.Err() != nil: // this caller's time is up, or it left: say which
 			return Read{Err: fmt.Errorf("read membership: %w", context.Cause(ctx))}
 		}
 	}
@@ -184,7 +183,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	return reads
 }
 
-// safely runs a store call, a panic in it an error: on DoChan's goroutine it would end the process.
+// safely runs a store call, a panic in it an error: the read fails, and the process goes on.
 func safely(call func()) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
