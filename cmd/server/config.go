@@ -190,7 +190,7 @@ var removed = map[string]string{
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
-// validate checks every setting at once; Redis's are checked by validateRedis.
+// validate checks every setting at once.
 func (c config) validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
@@ -217,8 +217,7 @@ func (c config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateTLS()...)
-	errs = append(errs, c.validateRedis()...)
-	errs = append(errs, c.validateDynamoDB()...)
+	errs = append(errs, c.validateStores()...)
 	return errors.Join(errs...)
 }
 

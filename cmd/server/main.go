@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}()
 		err = load(ctx, args[2:], cfg, stdout, stderr, time.Now)
 	case "healthcheck":
-		err = healthcheck(ctx, args[2:], cfg, stdout, stderr)
+		err = runHealthcheck(ctx, args[2:], cfg, stdout, stderr)
 	default:
 		if !cfg.hasRedis() && !cfg.hasDynamoDB() && cfg.SeedFile == "" { // healthcheck needs none
 			return errors.New(noStore)
