@@ -221,10 +221,15 @@ func (c config) validate() error {
 	return errors.Join(errs...)
 }
 
-// noStore refuses a configuration with no store: served, it would answer "no membership" for
+// needStore refuses a configuration with no store: served, it would answer "no membership" for
 // every context while healthy and ready.
-const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
-	"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store"
+func needStore(c config) error {
+	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
+		return errors.New("no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
+			"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store")
+	}
+	return nil
+}
 
 // validateTimeouts refuses timeouts that cannot hold together. A response must be written
 // within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
@@ -360,6 +365,7 @@ func usage(w io.Writer) error {
 		"  server                                      serve HTTP, configured by the environment below\n"+
 		"  server load [--replace] [--dry-run] [--environment E] F\n"+
 		"                                              write fixture file F into the configured Redis or DynamoDB table\n"+
+		"  server inventory [--environment E] [--json] count each segment's contexts in the store, once\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/inventory"
 	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/metrics"
@@ -56,6 +57,7 @@ type app struct {
 	certs  *auth.Certificates   // the listeners' TLS files, when configured
 	tokens *auth.Tokens         // the bearer tokens accepted, if any
 	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
+	inv    *inventory.Loop      // the store inventory's scans
 	stop   chan struct{}        // closed when the server shuts down: status streams end
 }
 
@@ -94,6 +96,8 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
+	a.inv = inventory.New(a.svc.Environments(), inventory.Settings{Interval: cfg.InventoryInterval, ReadsPerSecond: cfg.InventoryReadsPerSecond},
+		log, m.Inventory(cfg.InventoryInterval, cfg.InventoryMaxSegments))
 	if cfg.TLSCertFile != "" {
 		if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
 			return nil, err
@@ -237,8 +241,8 @@ func (a *app) listenOps(metricsHandler http.Handler) error {
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
 // the API tokens, the TLS files and the embedded store. The listeners live and die together:
 // the first to fail ends run, which shuts the others down and returns its error. The status
-// poller and the loops that re-read the tokens and TLS files run in the same group, and stop
-// once the listeners have (the poller serves the drain).
+// poller, the loops that re-read the tokens and TLS files and the inventory's run in the same
+// group, and stop once the listeners have (the poller serves the drain).
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
@@ -246,6 +250,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	group.Go(func() error { return a.svc.Run(loopCtx) })
 	group.Go(func() error { return a.tokens.Run(loopCtx) })
 	group.Go(func() error { return a.certs.Run(loopCtx) })
+	group.Go(func() error { return a.inv.Run(loopCtx) })
 	group.Go(func() error { return served("API", a.srv, a.ln) })
 	if a.ops != nil {
 		group.Go(func() error { return served(a.ops.name, a.ops.http, a.ops.ln) })
