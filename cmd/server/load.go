@@ -56,6 +56,7 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 	}
 	return fixture.LoadFile(ctx, file, opts, report, stdout, open)
 }
+
 // parseLoadArgs reads load's flags, wherever they are among its arguments, and its one file.
 func parseLoadArgs(args []string, stderr io.Writer) (opts fixture.LoadOptions, env, file string, err error) {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
