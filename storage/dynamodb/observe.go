@@ -6,6 +6,7 @@ import (
 	"time"
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -18,7 +19,7 @@ type Observer interface {
 	// one of ErrorCodes, or "" for a success; and how long it took.
 	Request(operation, code string, d time.Duration)
 	// ConsumedReadCapacity is told of the read capacity units that a successful request's
-	// answer says it consumed (BatchGetItem's, which reads ask for).
+	// answer says it consumed (BatchGetItem's, which reads ask for, and a scan's Query's).
 	ConsumedReadCapacity(operation string, units float64)
 	// UnprocessedRetried is told of the keys that a BatchGetItem answer left unprocessed and
 	// that a read asks for again, after its backoff.
@@ -58,19 +59,26 @@ func (m observeMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	}
 	m.o.Request(op, ErrorCode(err), time.Since(start))
 	if err == nil {
-		if r, ok := out.Result.(*awsdynamodb.BatchGetItemOutput); ok {
-			var units float64
-			for _, c := range r.ConsumedCapacity {
-				switch {
-				case c.ReadCapacityUnits != nil:
-					units += *c.ReadCapacityUnits
-				case c.CapacityUnits != nil:
-					units += *c.CapacityUnits
-				}
+		var consumed []types.ConsumedCapacity
+		switch r := out.Result.(type) {
+		case *awsdynamodb.BatchGetItemOutput:
+			consumed = r.ConsumedCapacity
+		case *awsdynamodb.QueryOutput: // a scan's, which asks for it (Load's does not)
+			if r.ConsumedCapacity != nil {
+				consumed = []types.ConsumedCapacity{*r.ConsumedCapacity}
 			}
-			if units > 0 {
-				m.o.ConsumedReadCapacity(op, units)
+		}
+		var units float64
+		for _, c := range consumed {
+			switch {
+			case c.ReadCapacityUnits != nil:
+				units += *c.ReadCapacityUnits
+			case c.CapacityUnits != nil:
+				units += *c.CapacityUnits
 			}
+		}
+		if units > 0 {
+			m.o.ConsumedReadCapacity(op, units)
 		}
 	}
 	return out, md, err

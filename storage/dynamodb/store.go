@@ -47,6 +47,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -70,12 +71,16 @@ const (
 )
 
 // API is the part of the SDK's *dynamodb.Client that this package calls, so that a test can
-// put a fake in its place. Reads need only BatchGetItem; Load needs the others.
+// put a fake in its place. Reads need only BatchGetItem; Load needs the others but GetItem and
+// PutItem; Scan needs Query.
 type API interface {
 	BatchGetItem(ctx context.Context, in *awsdynamodb.BatchGetItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.BatchGetItemOutput, error)
 	UpdateItem(ctx context.Context, in *awsdynamodb.UpdateItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *awsdynamodb.QueryInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.QueryOutput, error)
 	BatchWriteItem(ctx context.Context, in *awsdynamodb.BatchWriteItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.BatchWriteItemOutput, error)
+	// The inventory's lease and result (lease.go).
+	GetItem(ctx context.Context, in *awsdynamodb.GetItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *awsdynamodb.PutItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error)
 }
 
 // Store reads Big Segments from one DynamoDB table under one prefix. It does not own the
@@ -87,7 +92,9 @@ type Store struct {
 	userNS     string // the namespace of contexts' items
 	metaKey    string // the namespace and key of the metadata item
 	consistent bool
-	observer   Observer // told of unprocessed keys asked for again; nil for none
+	observer   Observer         // told of unprocessed keys asked for again; nil for none
+	now        func() time.Time // the lease's clock (WithClock); nil for time.Now
+	readUnits  atomic.Uint64    // the read units scans consumed, as float64 bits (scan.go)
 }
 
 var _ segments.Store = (*Store)(nil)

@@ -67,6 +67,10 @@ func tableNames(params any) []string {
 		return []string{aws.ToString(in.TableName)}
 	case *awsdynamodb.UpdateItemInput:
 		return []string{aws.ToString(in.TableName)}
+	case *awsdynamodb.GetItemInput:
+		return []string{aws.ToString(in.TableName)}
+	case *awsdynamodb.PutItemInput:
+		return []string{aws.ToString(in.TableName)}
 	}
 	return nil
 }

@@ -1,0 +1,205 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/bigseg/bigseg/segments"
+)
+
+// scanPage is how many contexts a scan reads in one pipeline (and the COUNT hint of each
+// SCAN): what a scan holds in memory at once, whatever the number of contexts stored.
+const scanPage = 100
+
+var (
+	_ segments.Scanner   = (*Store)(nil)
+	_ segments.Describer = (*Store)(nil)
+)
+
+// keyScanner is a client SCAN can be sent to: a standalone server, Sentinel's master, or one
+// master of a cluster.
+type keyScanner interface {
+	Scan(ctx context.Context, cursor uint64, match string, count int64) *goredis.ScanCmd
+}
+
+// Scan implements segments.Scanner in two passes over every master (the server itself, or
+// every master of a cluster, one after another): SCAN the include keys, and read both sets of
+// each context found, a page of contexts per pipeline; then SCAN the exclude keys, and read
+// those of contexts with no include key (EXISTS), which the first pass did not see. Each
+// context is emitted once, with both its sets, when nothing writes meanwhile. SCAN may return
+// a key twice (while Redis rehashes), and a context written between the passes may be seen in
+// both or neither: a scan during writes may count a context twice, or miss it. A context with
+// no refs (a set emptied since SCAN found it) is not emitted.
+//
+// A key under the prefix's layout that is not a set, or a ref that is not valid UTF-8, fails
+// the scan with segments.ErrInvalidData; a failed command fails it too. Every command is bounded
+// by the client's timeouts and ctx; no connection is held while each runs.
+func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error {
+	masters, err := s.masters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, include := range []bool{true, false} {
+		for _, m := range masters {
+			if err := s.scanMaster(ctx, m, include, each); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// masters are the clients to SCAN: every master of a cluster, else the client itself.
+func (s *Store) masters(ctx context.Context) ([]keyScanner, error) {
+	cc, ok := s.client.(*goredis.ClusterClient)
+	if !ok {
+		return []keyScanner{s.client}, nil
+	}
+	var mu sync.Mutex
+	var masters []keyScanner
+	err := cc.ForEachMaster(ctx, func(_ context.Context, m *goredis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters = append(masters, m)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the cluster's masters: %w", err)
+	}
+	return masters, nil
+}
+
+// scanMaster SCANs m's include keys (or exclude keys), and emits their contexts a page at a
+// time.
+func (s *Store) scanMaster(ctx context.Context, m keyScanner, include bool, each func(string, segments.Membership) error) error {
+	prefix := s.ExcludeKey("")
+	if include {
+		prefix = s.IncludeKey("")
+	}
+	match := globEscape(prefix) + "*"
+	var cursor uint64
+	hashes := make([]string, 0, 2*scanPage)
+	for {
+		keys, next, err := m.Scan(ctx, cursor, match, scanPage).Result()
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", match, err)
+		}
+		for _, k := range keys {
+			hashes = append(hashes, strings.TrimPrefix(k, prefix))
+		}
+		cursor = next
+		if len(hashes) > 0 && (len(hashes) >= scanPage || cursor == 0) {
+			if err := s.emitPage(ctx, hashes, include, each); err != nil {
+				return err
+			}
+			hashes = hashes[:0]
+		}
+		if cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// scanned is one context of a page, as read.
+type scanned struct {
+	hash string
+	m    segments.Membership
+}
+
+// emitPage reads the contexts of hashes in one pipeline, then calls each for every one to
+// emit: on the include pass, those whose include set has refs; on the exclude pass, those with
+// no include key.
+func (s *Store) emitPage(ctx context.Context, hashes []string, include bool, each func(string, segments.Membership) error) error {
+	pipe := s.client.Pipeline()
+	first := make([]goredis.Cmder, len(hashes)) // SMEMBERS include, or EXISTS include
+	excluded := make([]*goredis.StringSliceCmd, len(hashes))
+	for i, h := range hashes {
+		if include {
+			first[i] = pipe.SMembers(ctx, s.IncludeKey(h))
+		} else {
+			first[i] = pipe.Exists(ctx, s.IncludeKey(h))
+		}
+		excluded[i] = pipe.SMembers(ctx, s.ExcludeKey(h))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !anyErr(first) && !anyErr(excluded) {
+		return fmt.Errorf("scan: pipeline: %w", err) // it never ran: its empty results mean nothing
+	}
+	page := make([]scanned, 0, len(hashes))
+	for i, h := range hashes {
+		var inc []string
+		switch c := first[i].(type) {
+		case *goredis.StringSliceCmd:
+			if inc = c.Val(); len(inc) == 0 && c.Err() == nil {
+				continue // gone since SCAN: the exclude pass sees it if it has excluded refs
+			}
+		case *goredis.IntCmd:
+			if c.Val() > 0 && c.Err() == nil {
+				continue // the include pass emitted it
+			}
+		}
+		exc, err := setOf(first[i], excluded[i])
+		if err != nil {
+			return err
+		}
+		if len(inc)+len(exc) > 0 {
+			page = append(page, scanned{h, segments.NewMembership(inc, exc)})
+		}
+	}
+	for _, c := range page {
+		if err := each(c.hash, c.m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setOf checks a context's commands: first's error, and excluded's, and that every ref read
+// is valid UTF-8; it returns the excluded refs.
+func setOf(first goredis.Cmder, excluded *goredis.StringSliceCmd) ([]string, error) {
+	for _, c := range []goredis.Cmder{first, excluded} {
+		key, _ := c.Args()[1].(string)
+		err := c.Err()
+		switch {
+		case goredis.HasErrorPrefix(err, "WRONGTYPE"):
+			return nil, fmt.Errorf("scan: %w: %s is not a set: %w", segments.ErrInvalidData, key, err)
+		case err != nil:
+			return nil, fmt.Errorf("scan: %s %s: %w", c.Name(), key, err)
+		}
+		if ss, ok := c.(*goredis.StringSliceCmd); ok {
+			for _, r := range ss.Val() {
+				if !utf8.ValidString(r) {
+					return nil, fmt.Errorf("scan: %w: %s holds a ref that is not valid UTF-8: %q", segments.ErrInvalidData, key, r)
+				}
+			}
+		}
+	}
+	return excluded.Val(), nil
+}
+
+// globEscape escapes the characters SCAN's MATCH pattern gives a meaning to, so that the
+// pattern matches the prefix as written.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Describe implements segments.Describer: the store's prefix, and the two keys a read of hash
+// reads (the include set, then the exclude set).
+func (s *Store) Describe(hash string) segments.StoreView {
+	v := segments.StoreView{Kind: "redis", Prefix: s.prefix}
+	if hash != "" {
+		v.Keys = []string{s.IncludeKey(hash), s.ExcludeKey(hash)}
+	}
+	return v
+}
