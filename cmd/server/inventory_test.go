@@ -42,7 +42,9 @@ func (b segmentsBody) counts() counts {
 	return c
 }
 
-func (c counts) equal(o counts) bool { return c.contexts == o.contexts && maps.Equal(c.segments, o.segments) }
+func (c counts) equal(o counts) bool {
+	return c.contexts == o.contexts && maps.Equal(c.segments, o.segments)
+}
 
 // inventoryOf is the server's GET /segments.
 func inventoryOf(t *testing.T, srv *server) segmentsBody {
