@@ -84,7 +84,7 @@ func BenchmarkParseBatch(b *testing.B) {
 // revisions, which is how BENCHMARKS.md compares them, with Config{}: they had the budget by
 // default.)
 func BenchmarkHandlerBatch(b *testing.B) {
-	h := New(Config{Bodies: limit.NewBodies(limit.DefaultBodyMemory)}, oneService(instantStore{}, segments.WithCache(0, 0)))
+	h := New(Config{Bodies: limit.NewBodies(limit.DefaultBodyMemory)}, oneService(instantStore{}, segments.Config{NoCache: true}))
 	body := []byte(`{"contextKeys":[`)
 	for i := range 100 {
 		if i > 0 {

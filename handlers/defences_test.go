@@ -102,7 +102,7 @@ func (b *blockingStore) Metadata(ctx context.Context) (segments.Metadata, error)
 
 func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
-	svc := oneService(store, segments.WithCache(0, 0))
+	svc := oneService(store, segments.Config{NoCache: true})
 	svc.Poll(context.Background())
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: limit.NewShedder(1, time.Millisecond).Middleware(handlers.Error)}, svc))
 	defer srv.Close()

@@ -37,7 +37,7 @@ func threeEnvironments(t *testing.T, cfg handlers.Config) *httptest.Server {
 // services is the service of envs, polled once.
 func services(t *testing.T, envs ...segments.Environment) *segments.Service {
 	t.Helper()
-	svc, err := segments.New(envs)
+	svc, err := segments.New(envs, segments.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

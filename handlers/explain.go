@@ -51,10 +51,18 @@ type storeBody struct {
 	Table  string  `json:"table,omitempty"`
 }
 
+// Describer is a store that can say where it keeps a context's data, for explain: an operator
+// compares it with what the synchronizer wrote.
+type Describer interface {
+	// Describe names the store and the exact keys (or items) a read of hash reads; with hash
+	// "", Keys is empty.
+	Describe(hash string) segments.StoreView
+}
+
 // describe is the store of env as it names itself (false: it cannot, and only the kind and
 // table configured are known).
 func (s *server) describe(env *segments.Environment, hash string) (segments.StoreView, bool) {
-	if d, ok := env.Store.(segments.Describer); ok {
+	if d, ok := env.Store.(Describer); ok {
 		return d.Describe(hash), true
 	}
 	return segments.StoreView{Kind: s.StoreName, Table: s.StoreTable}, false

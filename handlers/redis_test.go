@@ -86,7 +86,7 @@ func TestExplainWithRealRedis(t *testing.T) {
 		t.Errorf("memberships %v, want %v", x.Memberships, want)
 	}
 	var wantKeys []string
-	if _, ok := any(store).(segments.Describer); ok {
+	if _, ok := any(store).(handlers.Describer); ok {
 		wantKeys = []string{store.IncludeKey(hash), store.ExcludeKey(hash)}
 	}
 	if !slices.Equal(x.Read.Keys, wantKeys) { // the include set, then the exclude set
@@ -117,7 +117,7 @@ func TestExplainWithDynamoDB(t *testing.T) {
 		t.Errorf("%+v", x)
 	}
 	var wantKeys []string
-	if _, ok := any(store).(segments.Describer); ok {
+	if _, ok := any(store).(handlers.Describer); ok {
 		wantKeys = []string{store.UserNamespace() + "/" + segments.Hash(key)}
 	}
 	if !slices.Equal(x.Read.Keys, wantKeys) {

@@ -65,7 +65,7 @@ func TestStatusAndReadiness(t *testing.T) {
 	store := &switchStore{}
 	synced := time.Date(2026, 11, 29, 15, 26, 40, 0, time.UTC)
 	now := synced.Add(time.Minute)
-	svc := oneService(store, segments.WithClock(func() time.Time { return now }), segments.WithStaleAfter(2*time.Minute))
+	svc := oneService(store, segments.Config{Now: func() time.Time { return now }, StaleAfter: 2 * time.Minute})
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "redis"}, svc))
 	t.Cleanup(srv.Close)
 
@@ -139,7 +139,7 @@ func TestStatusAndReadiness(t *testing.T) {
 
 func TestReadyRequiresFresh(t *testing.T) {
 	store := &switchStore{}
-	svc := oneService(store, segments.WithStaleAfter(time.Minute), segments.WithReadyRequiresFresh(true))
+	svc := oneService(store, segments.Config{StaleAfter: time.Minute, ReadyRequiresFresh: true})
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, svc))
 	t.Cleanup(srv.Close)
 	store.set(time.Now().Add(-time.Hour), nil)
@@ -250,7 +250,7 @@ func TestStatusStream(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{}
 	store.set(time.Now(), nil)
-	svc := oneService(store, segments.WithStaleAfter(time.Minute))
+	svc := oneService(store, segments.Config{StaleAfter: time.Minute})
 	stop := make(chan struct{})
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Stop: stop, Heartbeat: time.Millisecond}, svc))
 	t.Cleanup(srv.Close)
@@ -290,7 +290,7 @@ func TestStatusStream(t *testing.T) {
 func TestStatusStreamManySubscribers(t *testing.T) {
 	ctx := context.Background()
 	store := &switchStore{}
-	svc := oneService(store, segments.WithStaleAfter(time.Minute))
+	svc := oneService(store, segments.Config{StaleAfter: time.Minute})
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded"}, svc))
 	t.Cleanup(srv.Close)
 	store.set(time.Now(), nil)
@@ -504,7 +504,7 @@ func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := oneService(&switchStore{}, segments.WithStaleAfter(time.Minute))
+	svc := oneService(&switchStore{}, segments.Config{StaleAfter: time.Minute})
 	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Auth: tokens, Heartbeat: 10 * time.Millisecond},
 		svc))
 	t.Cleanup(srv.Close)

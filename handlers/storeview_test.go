@@ -23,7 +23,7 @@ import (
 )
 
 // describedStore is the embedded store naming the keys it would be read at as the Redis layout
-// does, under prefix: a store that says where it keeps a context's data (segments.Describer).
+// does, under prefix: a store that says where it keeps a context's data (handlers.Describer).
 type describedStore struct {
 	*memory.Store
 	prefix string

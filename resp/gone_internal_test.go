@@ -36,7 +36,7 @@ func (s *slowStore) Metadata(context.Context) (segments.Metadata, error) {
 // every command of the first read, about 50 here, was read from the store for nobody).
 func TestGonePipelineIsDropped(t *testing.T) {
 	st := &slowStore{delay: 20 * time.Millisecond}
-	svc := oneService(st, segments.WithLookupTimeout(time.Minute))
+	svc := oneService(st, segments.Config{LookupTimeout: time.Minute})
 	svc.Poll(context.Background())
 	s := New(Config{}, svc.Environments()[0])
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

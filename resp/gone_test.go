@@ -47,7 +47,7 @@ func (s *heldStore) read() []string {
 // (before, it waited a minute here, then read the store for nobody).
 func TestGoneClientsMissIsNotRead(t *testing.T) {
 	st := &heldStore{release: make(chan struct{})}
-	svc := oneService(st, segments.WithReadsInFlight(1), segments.WithLookupTimeout(time.Minute))
+	svc := oneService(st, segments.Config{ReadsInFlight: 1, LookupTimeout: time.Minute})
 	svc.Poll(context.Background())
 	var answered atomic.Int64 // commands answered (or given up)
 	addr := serve(t, svc, resp.Config{Observe: func(string, bool, time.Duration) { answered.Add(1) }})

@@ -61,14 +61,14 @@ func serveEnvironments(t *testing.T, cfg resp.Config, envs ...*segments.Environm
 }
 
 // service is a segments.Service over an embedded store holding contexts by key, polled once.
-func service(t *testing.T, contexts map[string]fixture.Context, opts ...segments.Option) *segments.Service {
+func service(t *testing.T, contexts map[string]fixture.Context, cfg ...segments.Config) *segments.Service {
 	t.Helper()
 	f := &fixture.Fixture{}
 	for k, c := range contexts {
 		c.Key, c.Hash = k, segments.Hash(k)
 		f.Contexts = append(f.Contexts, c)
 	}
-	svc := oneService(memory.New(f, time.Now), opts...)
+	svc := oneService(memory.New(f, time.Now), cfg...)
 	svc.Poll(context.Background())
 	return svc
 }
@@ -76,7 +76,7 @@ func service(t *testing.T, contexts map[string]fixture.Context, opts ...segments
 // renamed is svc's one environment as one named name, of prefix, polled.
 func renamed(t *testing.T, svc *segments.Service, name, prefix string) *segments.Environment {
 	t.Helper()
-	svc, err := segments.New([]segments.Environment{{Name: name, Prefix: prefix, Store: svc.Environments()[0].Store}})
+	svc, err := segments.New([]segments.Environment{{Name: name, Prefix: prefix, Store: svc.Environments()[0].Store}}, segments.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func (o *countingLookups) DataChanged()                                   {}
 // after another command, or of another context, it is a lookup of its own.
 func TestPairedSets(t *testing.T) {
 	svc := &countingLookups{}
-	addr := serve(t, service(t, contexts, segments.WithObserver(func(*segments.Environment) segments.Observer { return svc })), resp.Config{})
+	addr := serve(t, service(t, contexts, segments.Config{Observer: func(*segments.Environment) segments.Observer { return svc }}), resp.Config{})
 	inc := func(k string) string { return "launchdarkly:big_segment_include:" + segments.Hash(k) }
 	exc := func(k string) string { return "launchdarkly:big_segment_exclude:" + segments.Hash(k) }
 	for _, c := range []struct {

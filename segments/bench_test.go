@@ -72,7 +72,7 @@ func cachedBytesPerContext(t testing.TB, n int) float64 {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	before := heapAlloc()
-	s := newOne(newGeneratedStore(200), WithCache(2*n, time.Hour)) // n fit in the young generation
+	s := newOne(newGeneratedStore(200), Config{CacheSize: 2 * n, CacheTTL: time.Hour}) // n fit in the young generation
 	hashes := make([]string, 0, 1000)
 	for i := 0; i < n; i += 1000 {
 		hashes = hashes[:0]
@@ -113,7 +113,7 @@ func TestCacheMemoryBound(t *testing.T) {
 }
 
 func BenchmarkLookupCacheHit(b *testing.B) {
-	s := newOne(newGeneratedStore(200), WithCache(DefaultCacheSize, time.Hour)) // no expiry on a slow machine
+	s := newOne(newGeneratedStore(200), Config{CacheSize: DefaultCacheSize, CacheTTL: time.Hour}) // no expiry on a slow machine
 	ctx := context.Background()
 	s.LookupHash(ctx, Hash("alice"))
 	b.ReportAllocs()
@@ -127,7 +127,7 @@ func BenchmarkLookupCacheHit(b *testing.B) {
 // BenchmarkLookupMiss is a lookup that misses the cache (it is off) and waits for its read,
 // with the service running as in production.
 func BenchmarkLookupMiss(b *testing.B) {
-	s := newOne(newGeneratedStore(200), WithCache(0, 0))
+	s := newOne(newGeneratedStore(200), Config{NoCache: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
@@ -142,7 +142,7 @@ func BenchmarkLookupMiss(b *testing.B) {
 }
 
 func BenchmarkLookupCacheHitParallel(b *testing.B) {
-	s := newOne(newGeneratedStore(200))
+	s := newOne(newGeneratedStore(200), Config{})
 	ctx := context.Background()
 	for i := range 1000 {
 		s.LookupHash(ctx, Hash("user-"+strconv.Itoa(i)))

@@ -14,7 +14,7 @@ import (
 // however many one-offs keep coming between its lookups.
 func TestOneOffContextsDoNotStarveHotOnes(t *testing.T) {
 	ctx := context.Background()
-	s, store, clk := newTestService(t, WithCache(100, 5*time.Second))
+	s, store, clk := newTestService(t, Config{CacheSize: 100, CacheTTL: 5 * time.Second})
 	s.LookupHash(ctx, Hash("hot"))
 	for i := range 200 {
 		s.LookupHash(ctx, Hash("one-off-"+strconv.Itoa(i)))
@@ -43,13 +43,13 @@ func TestOneOffContextsDoNotStarveHotOnes(t *testing.T) {
 // what tests do to its cache.
 func cacheOf(size int) (e *Environment, clk *clock, set func(hash string), hit func(hash string) bool) {
 	clk = newClock()
-	e = newOne(newFakeStore(), WithCache(size, time.Hour), WithClock(clk.Now)).Environment
+	e = newOne(newFakeStore(), Config{CacheSize: size, CacheTTL: time.Hour, Now: clk.Now}).Environment
 	m := NewMembership([]string{"a.g1"}, nil)
 	set = func(h string) {
 		_, gen := e.snapshot()
 		e.put(h, cacheEntry{m: m, expires: clk.Now().Add(time.Hour).UnixNano()}, gen)
 	}
-	hit = func(h string) bool { _, _, _, ok := e.get(h); return ok }
+	hit = func(h string) bool { _, _, ok := e.get(h); return ok }
 	return e, clk, set, hit
 }
 

@@ -4,7 +4,9 @@
 // poll loop, and readiness. It is the domain at the centre of bigseg: it knows no Redis, HTTP
 // or Prometheus. Stores are behind the Store interface (storage/redis, storage/memory,
 // storage/dynamodb), metrics behind Observer, logs go to the slog.Logger passed in, and time
-// comes from the clock passed in (WithClock), so that tests move time instead of waiting.
+// comes from the clock passed in (Config.Now), so that tests move time instead of waiting. A
+// Config's zero fields take the defaults (the Default constants), which are the SDKs' where
+// they have one.
 //
 // # Environments
 //
@@ -34,11 +36,11 @@
 //
 // # An environment's state
 //
-// Each environment has one sync.RWMutex over its published status, its cache and its log of
-// failed reads (a hit takes it to read), a singleflight.Group of its reads, and a semaphore of
-// its store reads (a buffered channel, WithReadsInFlight); the Service adds a poll lock (a
-// buffered channel of one), the channel of changes (an atomic pointer) and the draining flag.
-// Nothing runs between lookups but Run's one goroutine.
+// Each environment has one sync.RWMutex over its published status, its cache and its inventory
+// (a hit takes it to read), a singleflight.Group of its reads, and a semaphore of its store
+// reads with batches' share of it (buffered channels, Config.ReadsInFlight); the Service adds a
+// poll lock (a buffered channel of one), the channel of changes (an atomic pointer) and the
+// draining flag. Nothing runs between lookups but Run's one goroutine.
 //
 // # The cache
 //
@@ -46,12 +48,13 @@
 // common case. A failed read is never cached, nor a membership that cannot be answered as it
 // is (a ref that is not UTF-8 fails its context with ErrInvalidData). An answer is cached for
 // an hour while the store has a cursor, since a new cursor drops it anyway, and for the cache
-// TTL (WithCache, the SDKs' 5 s) while it has none.
+// TTL (Config.CacheTTL, the SDKs' 5 s) while it has none.
 //
-// The cache is go-cache, which has no size bound of its own. The bound (WithCache, shared
-// evenly by the environments) is kept by a pair of go-caches: new entries go into the young
-// one; an entry that would take it past half the bound first makes it the old one, dropping the previous old one whole; a hit in the old one is copied into the
-// young one. Every operation is O(1), the cache never holds more than its bound, and a context
+// The cache is go-cache, which has no size bound of its own. The bound (Config.CacheSize,
+// shared evenly by the environments) is kept by a pair of go-caches: new entries go into the
+// young one; an entry that would take it past half the bound first makes it the old one,
+// dropping the previous old one whole; a hit in the old one is copied into the young one.
+// Config.NoCache turns the cache off. Every operation is O(1), the cache never holds more than its bound, and a context
 // looked up at least once per half-bound of new entries stays cached until its TTL, however
 // many one-off contexts pass through. go-cache's own expiry reads time.Now, which tests cannot
 // move, so it is off and entries carry their expiry on the injected clock.
@@ -69,7 +72,7 @@
 //
 // Concurrent misses of one context in one generation share one read: singleflight, keyed by
 // generation and hash. The read runs in the context of the lookup that began it, bounded by
-// the lookup timeout (WithLookupTimeout), and first takes a slot of the environment's
+// the lookup timeout (Config.LookupTimeout), and first takes a slot of the environment's
 // semaphore, waiting for it in that context: a caller that has gone takes no slot, and misses
 // whose callers hang up cost the store nothing. If that first caller goes before its read is
 // done, the read is abandoned, and each caller still waiting reads again itself (the first of
@@ -85,19 +88,20 @@
 // A read that fails fails only the contexts it could not read: each answers StoreError with
 // its error, uncached. A store that panics, in Memberships or in Metadata, or answers for
 // another number of contexts than asked, fails that read with an error, and the process goes
-// on. Failed reads are logged by hash (keys are personal data) at most once per 10 s, with how
-// many failed since; a read whose caller gave up is logged at debug level only.
+// on. Failed reads are not logged: the Observer counts them (a line each would flood the log
+// in an outage), and Explain reads one context straight from the store, beside what the cache
+// holds, to say why it fails.
 //
 // # Status
 //
 // One poll loop owns every environment's status: Run polls at once, then every poll interval
-// (WithPollInterval, the SDKs' 5 s, capped at the staleness threshold), reading every
-// environment's metadata in one call (WithMetadataRead: one pipeline on Redis; by default each
-// store's in turn), and publishes each environment's StoreStatus, following the SDKs' rules:
+// (Config.PollInterval, the SDKs' 5 s, capped at the staleness threshold), reading every
+// environment's metadata in one call (Config.ReadMetadata: one pipeline on Redis; by default
+// each store's in turn), and publishes each environment's StoreStatus, following the SDKs' rules:
 //
 //   - Available: the poll read the metadata.
 //   - Stale: the data was never synchronized, or last synchronized the staleness threshold
-//     (WithStaleAfter, the SDKs' 2 minutes) or more before the poll. A synchronization time in
+//     (Config.StaleAfter, the SDKs' 2 minutes) or more before the poll. A synchronization time in
 //     the future (clock skew) is not stale. A failed poll keeps the last synchronization time
 //     and cursor known, so the data ages while the store is unavailable.
 //   - Unreachable: the poll failed otherwise than with ErrInvalidMetadata (which makes the
@@ -123,7 +127,7 @@
 //
 // Readiness says whether an instance should get traffic: not once Drain was called, and not
 // while an environment's first poll has not finished, its store is unavailable, or, with
-// WithReadyRequiresFresh, its data is stale, naming each such environment.
+// Config.ReadyRequiresFresh, its data is stale, naming each such environment.
 //
 // # The Store contract
 //
@@ -138,6 +142,8 @@
 //     not valid metadata (beyond MaxSynchronizedOnMillis or MaxCursorBytes); any other error
 //     means the store could not be reached.
 //
-// Memberships is called by up to WithReadsInFlight reads at once; Metadata by one poll at a
-// time.
+// Memberships is called by up to Config.ReadsInFlight reads at once; Metadata by one poll at a
+// time. What else a store can do is asked by the package that uses it, with an interface of
+// its own: handlers' Describer (where the store keeps a context's data, as a StoreView) and
+// internal/inventory's Scanner (every context it holds).
 package segments

@@ -129,8 +129,8 @@ type one struct {
 }
 
 // newOne is the Service of one environment, named default, over store.
-func newOne(store Store, opts ...Option) one {
-	s, err := New([]Environment{{Name: "default", Store: store}}, opts...)
+func newOne(store Store, cfg Config) one {
+	s, err := New([]Environment{{Name: "default", Store: store}}, cfg)
 	if err != nil {
 		panic(err)
 	}

@@ -23,7 +23,7 @@ func included(a Answer) []string {
 func TestNewCursorDropsCachedAnswers(t *testing.T) {
 	ctx := context.Background()
 	obs := &countingObserver{}
-	s, store, _ := newTestService(t, WithCache(1000, time.Hour), WithObserver(func(*Environment) Observer { return obs }))
+	s, store, _ := newTestService(t, Config{CacheSize: 1000, CacheTTL: time.Hour, Observer: func(*Environment) Observer { return obs }})
 	store.patch("alice", []string{"a.g1"}, "v1")
 	s.Poll(ctx)
 	changes := s.Changes()
@@ -61,7 +61,7 @@ func TestNewCursorDropsCachedAnswers(t *testing.T) {
 func TestIdleHeartbeatInvalidatesNothing(t *testing.T) {
 	ctx := context.Background()
 	obs := &countingObserver{}
-	s, store, clk := newTestService(t, WithCache(1000, time.Hour), WithObserver(func(*Environment) Observer { return obs }))
+	s, store, clk := newTestService(t, Config{CacheSize: 1000, CacheTTL: time.Hour, Observer: func(*Environment) Observer { return obs }})
 	store.patch("alice", []string{"a.g1"}, "v1")
 	s.Poll(ctx)
 	s.LookupHash(ctx, Hash("alice"))
@@ -93,7 +93,7 @@ func TestIdleHeartbeatInvalidatesNothing(t *testing.T) {
 func TestReadRacingAChangeIsNotCached(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, _ := newTestService(t, WithCache(1000, time.Hour), WithLookupTimeout(0))
+		s, store, _ := newTestService(t, Config{CacheSize: 1000, CacheTTL: time.Hour, LookupTimeout: time.Hour})
 		store.patch("alice", []string{"old.g1"}, "v1")
 		s.Poll(ctx)
 		store.block = make(chan struct{})
@@ -130,7 +130,7 @@ func TestCursorTTL(t *testing.T) {
 		{"v1", time.Hour - time.Second, time.Hour},
 		{"", 5*time.Second - time.Millisecond, 5 * time.Second},
 	} {
-		s, store, clk := newTestService(t, WithCache(1000, 5*time.Second))
+		s, store, clk := newTestService(t, Config{CacheSize: 1000, CacheTTL: 5 * time.Second})
 		store.patch("alice", []string{"a.g1"}, tt.cursor)
 		s.Poll(ctx)
 		s.LookupHash(ctx, Hash("alice"))
@@ -151,7 +151,7 @@ func TestChangeAnsweredWithinOnePollInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s, store, _ := newTestService(t, WithCache(1000, time.Hour), WithPollInterval(time.Second), WithClock(time.Now))
+		s, store, _ := newTestService(t, Config{CacheSize: 1000, CacheTTL: time.Hour, PollInterval: time.Second, Now: time.Now})
 		store.patch("alice", []string{"old.g1"}, "v1")
 		go s.Run(ctx)
 		synctest.Wait() // the first poll
@@ -183,7 +183,7 @@ func TestChangeAnsweredWithinOnePollInterval(t *testing.T) {
 func TestLookupAfterAChangeTakesNoEarlierRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, _ := newTestService(t, WithCache(1000, time.Hour), WithLookupTimeout(0))
+		s, store, _ := newTestService(t, Config{CacheSize: 1000, CacheTTL: time.Hour, LookupTimeout: time.Hour})
 		store.patch("alice", []string{"old.g1"}, "v1")
 		s.Poll(ctx)
 		store.block = make(chan struct{})

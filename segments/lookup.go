@@ -15,40 +15,35 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-const (
-	cursorTTL            = time.Hour        // an answer's TTL while the store has a cursor (a new one drops it sooner)
-	readErrorLogInterval = 10 * time.Second // between two log lines of failed reads, at least
-)
+// cursorTTL is an answer's TTL while the store has a cursor: a new cursor drops it sooner.
+const cursorTTL = time.Hour
 
 // Environment is one environment served: its name (in routes, tokens' scopes and metrics),
-// the key prefix of its data and its store; New adds its status and cache.
+// the key prefix of its data and its store. New makes it part of a Service.
 type Environment struct {
 	Name   string
-	Prefix string // the key prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
+	Prefix string // the prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
 	Store  Store
 
 	svc    *Service
 	log    *slog.Logger
 	obs    Observer
-	*state // behind a pointer, so that Environments are values callers can copy
+	*state // behind a pointer, so that an Environment is a value callers can copy and compare
 }
 
 type state struct {
 	mu         sync.RWMutex   // guards the fields up to flight
 	status     *StoreStatus   // nil before the first poll
-	young, old *gocache.Cache // the cache, a pair of one generation (see the package documentation); nil: off
-	half       int            // entries per go-cache, at most
-	gen        uint64         // the cache generation
-	logged     time.Time      // when a failed read was last logged
-	unsaid     int            // failed reads since then
+	young, old *gocache.Cache // the cache, nil when off; entries expire on the Service's clock
+	half       int            // the most entries either go-cache holds
+	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
 
 	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
-	slots      chan struct{}      // the semaphore of store reads in flight
-	batchSlots chan struct{}      // batches' share of them: at most half, so that single lookups always have some
+	slots      chan struct{}      // the semaphore of store reads
+	batchSlots chan struct{}      // batches' share of slots: at most half, so that single lookups always have some
 }
 
-// newGoCache is a go-cache whose expiry, on time.Now, is off: entries carry their own.
 func newGoCache() *gocache.Cache { return gocache.New(gocache.NoExpiration, 0) }
 
 type cacheEntry struct {
@@ -68,13 +63,14 @@ type Answer struct {
 // LookupHash answers for the context with the given hash (Hash of its key, or a caller's
 // hash checked with ValidateHash).
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
-	if st, _, m, hit := e.get(hash); hit && st != nil {
+	if st, m, hit := e.get(hash); hit && st != nil {
 		return e.answer(hash, m, st.LookupStatus(), true)
 	}
 	return e.lookup(ctx, []string{hash}, false)[0]
 }
 
-// LookupBatch answers for many contexts at once, in order, reading the misses in one store call.
+// LookupBatch answers for many contexts at once, in order, reading the misses in one store
+// call: a caller with many contexts costs the store one round trip.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	return e.lookup(ctx, hashes, true)
 }
@@ -83,12 +79,13 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
 	st, gen := e.firstStatus(ctx)
-	answers, missing := make([]Answer, len(hashes)), map[string]int{} // hash -> index into toRead
+	answers := make([]Answer, len(hashes))
+	missing := map[string]int{} // hash -> its index in toRead
 	var toRead []string
 	for i, h := range hashes {
-		if _, _, m, hit := e.get(h); hit {
+		if _, m, hit := e.get(h); hit {
 			answers[i] = e.answer(h, m, st.LookupStatus(), true)
-		} else if _, ok := missing[h]; !ok {
+		} else if _, seen := missing[h]; !seen {
 			missing[h] = len(toRead)
 			toRead = append(toRead, h)
 		}
@@ -101,7 +98,7 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 	default:
 		reads[0] = e.readShared(ctx, toRead[0], gen)
 	}
-	ttl := e.svc.cacheTTL
+	ttl := e.svc.cfg.CacheTTL
 	if st.Cursor != "" {
 		ttl = cursorTTL
 	}
@@ -109,15 +106,16 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 		if answers[i].Cached {
 			continue
 		}
-		if r := reads[missing[h]]; r.Err != nil {
+		r := reads[missing[h]]
+		if r.Err != nil {
 			answers[i] = Answer{ContextHash: h, Status: StoreError, Err: r.Err}
-			if !errors.Is(r.Err, context.Canceled) { // a caller that left: nobody was answered, and the store not at fault
+			if !errors.Is(r.Err, context.Canceled) { // its caller left: nobody was answered
 				e.obs.Lookup(StoreError, false)
 			}
-		} else {
-			e.put(h, cacheEntry{r.Membership, e.svc.now().Add(ttl).UnixNano()}, gen)
-			answers[i] = e.answer(h, r.Membership, st.LookupStatus(), false)
+			continue
 		}
+		e.put(h, cacheEntry{r.Membership, e.svc.cfg.Now().Add(ttl).UnixNano()}, gen)
+		answers[i] = e.answer(h, r.Membership, st.LookupStatus(), false)
 	}
 	return answers
 }
@@ -128,60 +126,65 @@ func (e *Environment) answer(hash string, m Membership, status LookupStatus, cac
 }
 
 // readShared reads hash once for every lookup of it begun in cache generation gen, in the
-// first caller's context: if that caller goes before the lookup timeout, the others read again.
+// first caller's context: if that caller leaves early, those still waiting read again.
 func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
-	for key := strconv.FormatUint(gen, 10) + " " + hash; ; {
+	key := strconv.FormatUint(gen, 10) + " " + hash
+	for {
 		ch := e.flight.DoChan(key, func() (any, error) {
 			r := e.readStore(ctx, []string{hash}, e.slots)[0]
-			if r.Err == nil || context.Cause(ctx) == e.svc.timeout {
-				return r, nil // read, or given the whole lookup timeout: the store's answer
+			if r.Err != nil && context.Cause(ctx) != e.svc.timeout {
+				return r, ctx.Err() // not nil if its caller left before the read was done
 			}
-			return r, ctx.Err() // not nil: its first caller left before it was read
+			return r, nil
 		})
 		select {
 		case res := <-ch:
 			if res.Err == nil || ctx.Err() != nil {
 				return res.Val.(Read)
-			} // else read again, for this caller and those waiting with it
+			}
 		case <-ctx.Done():
-			return Read{Err: e.readFailed(ctx, hash, context.Cause(ctx))}
+			return Read{Err: fmt.Errorf("read membership: %w", context.Cause(ctx))}
 		}
 	}
 }
 
-// readStore reads memberships once it holds a slot of each semaphore, taken under ctx. It
-// returns one Read per hash, always: a store that panics or miscounts fails the read.
+// readStore reads memberships once it holds a slot of each semaphore, taken within ctx: a
+// caller that has left takes none. It returns one Read per hash, always: a store that panics
+// or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
 		case sem <- struct{}{}:
 			defer func() { <-sem }()
 		case <-ctx.Done():
-			return slices.Repeat([]Read{{Err: e.readFailed(ctx, hashes[0], context.Cause(ctx))}}, len(hashes))
+			return slices.Repeat([]Read{{Err: fmt.Errorf("read membership: %w", context.Cause(ctx))}}, len(hashes))
 		}
 	}
-	start, reads := time.Now(), []Read(nil)
+	start := time.Now()
+	var reads []Read
 	err := safely(func() { reads = e.Store.Memberships(ctx, hashes) })
 	if err == nil && len(reads) != len(hashes) {
 		err = fmt.Errorf("store returned %d reads for %d contexts", len(reads), len(hashes))
 	}
-	if err != nil { // the store's own error is every context's
-		reads = slices.Repeat([]Read{{Err: e.readFailed(ctx, hashes[0], err)}}, len(hashes))
+	if err != nil {
+		reads = slices.Repeat([]Read{{Err: err}}, len(hashes))
 	}
 	var first error
 	for i, r := range reads {
 		if r.Err == nil && !r.Membership.validUTF8() {
-			r = Read{Err: e.readFailed(ctx, hashes[i], fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData))}
-		} else if r.Err != nil && err == nil {
-			r.Err = e.readFailed(ctx, hashes[i], r.Err)
+			r.Err = fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)
 		}
-		reads[i], first = r, cmp.Or(first, r.Err)
+		if r.Err != nil {
+			r.Err = fmt.Errorf("read membership: %w", r.Err)
+			first = cmp.Or(first, r.Err)
+		}
+		reads[i] = r
 	}
 	e.obs.StoreRead(OpMemberships, time.Since(start), first)
 	return reads
 }
 
-// safely runs a store call, a panic in it an error (on DoChan's goroutine, it would end the process).
+// safely runs a store call, a panic in it an error: on DoChan's goroutine it would end the process.
 func safely(call func()) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -192,49 +195,31 @@ func safely(call func()) (err error) {
 	return nil
 }
 
-// readFailed wraps err as a failed read of hash and logs it, at most once per interval.
-func (e *Environment) readFailed(ctx context.Context, hash string, err error) error {
-	err = fmt.Errorf("read membership: %w", err)
-	if errors.Is(context.Cause(ctx), context.Canceled) {
-		e.log.Debug("lookup abandoned by its caller", "contextHash", hash)
-		return err
-	}
-	now := e.svc.now()
-	e.mu.Lock()
-	unsaid, quiet := e.unsaid, !e.logged.IsZero() && now.Sub(e.logged) < readErrorLogInterval
-	if e.unsaid++; !quiet {
-		e.logged, e.unsaid = now, 0
-	}
-	e.mu.Unlock()
-	if !quiet {
-		e.log.WarnContext(ctx, "membership read failed", append([]any{"contextHash", hash, "failedSinceLastLog", unsaid}, e.svc.errAttrs(err)...)...)
-	}
-	return err
-}
-
-// get returns the status, the cache generation and the membership cached for hash, if any.
-func (e *Environment) get(hash string) (st *StoreStatus, gen uint64, m Membership, hit bool) {
+// get returns the last status and the answer cached for hash, if any. A hit in the old
+// go-cache is copied into the young one, so that a context looked up often stays cached.
+func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	e.mu.RLock()
 	st, gen, young, old := e.status, e.gen, e.young, e.old
 	e.mu.RUnlock()
 	if young == nil {
-		return st, gen, m, false
+		return st, Membership{}, false
 	}
 	v, inYoung := young.Get(hash)
 	if !inYoung {
 		v, _ = old.Get(hash)
 	}
-	en, hit := v.(cacheEntry)
-	if !hit || e.svc.now().UnixNano() >= en.expires {
-		return st, gen, m, false
+	en, ok := v.(cacheEntry)
+	if !ok || e.svc.cfg.Now().UnixNano() >= en.expires {
+		return st, Membership{}, false
 	}
 	if !inYoung {
 		e.put(hash, en, gen)
 	}
-	return st, gen, en.m, true
+	return st, en.m, true
 }
 
-// put caches en for hash unless its generation gen is over.
+// put caches en for hash, unless gen, the generation it was read in, is over. A full young
+// go-cache becomes the old one, dropping the previous old one whole.
 func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -247,7 +232,7 @@ func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.young.Set(hash, en, gocache.NoExpiration)
 }
 
-// CacheLen is how many entries the environment's cache holds.
+// CacheLen is how many entries the environment's cache holds, expired ones included.
 func (e *Environment) CacheLen() int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -255,4 +240,30 @@ func (e *Environment) CacheLen() int {
 		return 0
 	}
 	return e.young.ItemCount() + e.old.ItemCount()
+}
+
+// Explanation is a read of one context straight from the store, beside what the cache holds,
+// so that an operator can tell a stale cache from wrong data.
+type Explanation struct {
+	Answer Answer      // the lookup's answer from this read (never from the cache)
+	Cached *Membership // the membership the cache holds for the hash, nil if none
+	Status StoreStatus // the environment's last polled status
+}
+
+// Explain reads hash from the store, bypassing the cache and not filling it, bounded as a
+// lookup is: within the lookup timeout, holding a read slot.
+func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
+	ctx, cancel := e.svc.withTimeout(ctx)
+	defer cancel()
+	st, _ := e.firstStatus(ctx)
+	x := Explanation{Status: *st, Answer: Answer{ContextHash: hash, Status: st.LookupStatus()}}
+	if _, m, hit := e.get(hash); hit {
+		x.Cached = &m
+	}
+	if r := e.readStore(ctx, []string{hash}, e.slots)[0]; r.Err != nil {
+		x.Answer.Status, x.Answer.Err = StoreError, r.Err
+	} else {
+		x.Answer.Membership = r.Membership
+	}
+	return x
 }

@@ -48,7 +48,7 @@ func TestBrokenStoreFailsTheRead(t *testing.T) {
 				}
 				return make([]Read, len(hashes))
 			}}
-			s := newOne(store, WithClock(clk.Now))
+			s := newOne(store, Config{Now: clk.Now})
 			check := func(what string, r Answer) {
 				t.Helper()
 				if r.Status != StoreError || r.Err == nil || !strings.Contains(r.Err.Error(), tt.wantErr) {
@@ -80,12 +80,12 @@ func (panickyMetadata) Metadata(context.Context) (Metadata, error) { panic("meta
 func TestPanickingMetadataFailsThePoll(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []Option
+		cfg  Config
 		poll func(s one)
 	}{
-		{"a first lookup's inline poll", nil, func(s one) { s.LookupHash(context.Background(), Hash("alice")) }},
-		{"Poll", nil, func(s one) { s.Poll(context.Background()) }},
-		{"Run", nil, func(s one) {
+		{"a first lookup's inline poll", Config{}, func(s one) { s.LookupHash(context.Background(), Hash("alice")) }},
+		{"Poll", Config{}, func(s one) { s.Poll(context.Background()) }},
+		{"Run", Config{}, func(s one) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error)
 			go func() { done <- s.Run(ctx) }()
@@ -93,13 +93,14 @@ func TestPanickingMetadataFailsThePoll(t *testing.T) {
 			cancel()
 			<-done
 		}},
-		{"a read of every environment's metadata", []Option{WithMetadataRead(func(context.Context) []MetadataRead { panic("batch bug") })},
+		{"a read of every environment's metadata", Config{ReadMetadata: func(context.Context) []MetadataRead { panic("batch bug") }},
 			func(s one) { s.Poll(context.Background()) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var logged strings.Builder
-				s := newOne(panickyMetadata{newFakeStore()}, append(tt.opts, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))...)
+				tt.cfg.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+				s := newOne(panickyMetadata{newFakeStore()}, tt.cfg)
 				tt.poll(s)
 				if st, polled := s.Status(); !polled || st.Available {
 					t.Errorf("status after a panicking poll: %+v, polled %v; want unavailable", st, polled)

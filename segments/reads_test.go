@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // answered and no goroutine is left behind.
 func TestLookupsAroundRun(t *testing.T) {
 	for round := range 20 {
-		s, _, _ := newTestService(t, WithCache(0, 0), WithPollInterval(time.Hour))
+		s, _, _ := newTestService(t, Config{NoCache: true, PollInterval: time.Hour})
 		ctx, cancel := context.WithCancel(context.Background())
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -78,12 +78,15 @@ func batchOf(stores []*fakeStore, calls *atomic.Int64) func(context.Context) []M
 	}
 }
 
-func threeEnvironments(t *testing.T, opts ...Option) (*Service, []*fakeStore, *atomic.Int64) {
+// threeEnvironments is a Service of threeStores, configured by cfg, whose polls read every
+// store's metadata in one read.
+func threeEnvironments(t *testing.T, cfg Config) (*Service, []*fakeStore, *atomic.Int64) {
 	t.Helper()
 	c := newClock()
 	envs, stores := threeStores(c)
 	var calls atomic.Int64
-	s, err := New(envs, append([]Option{WithClock(c.Now), WithMetadataRead(batchOf(stores, &calls))}, opts...)...)
+	cfg.Now, cfg.ReadMetadata = c.Now, batchOf(stores, &calls)
+	s, err := New(envs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +96,7 @@ func threeEnvironments(t *testing.T, opts ...Option) (*Service, []*fakeStore, *a
 // A poll reads every environment's metadata in one read, and each keeps its own status.
 func TestPollReadsEveryEnvironmentOnce(t *testing.T) {
 	obs := &countingObserver{}
-	s, stores, calls := threeEnvironments(t, WithObserver(func(*Environment) Observer { return obs }))
+	s, stores, calls := threeEnvironments(t, Config{Observer: func(*Environment) Observer { return obs }})
 	s.Poll(context.Background())
 	if calls.Load() != 1 || obs.reads.Load() != 1 || obs.polls.Load() != 3 {
 		t.Fatalf("a poll: %d batch reads, %d observed, %d statuses polled; want one, one (the histogram's) and three",
@@ -122,7 +125,7 @@ func TestPollReadsEveryEnvironmentOnce(t *testing.T) {
 // A change in one environment (a new cursor) drops only that environment's cached answers,
 // and one signal tells a subscriber of it.
 func TestChangeDropsOnlyItsEnvironmentsCache(t *testing.T) {
-	s, stores, _ := threeEnvironments(t)
+	s, stores, _ := threeEnvironments(t, Config{})
 	ctx := context.Background()
 	s.Poll(ctx)
 	changes := s.Changes()
@@ -152,7 +155,7 @@ func TestChangeDropsOnlyItsEnvironmentsCache(t *testing.T) {
 // Run polls at once, then every interval, in one read each time, until ctx ends.
 func TestRunPollsEveryEnvironmentInOneRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _, calls := threeEnvironments(t)
+		s, _, calls := threeEnvironments(t, Config{})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
@@ -182,7 +185,7 @@ func TestNewRefuses(t *testing.T) {
 		{"no store", []Environment{{Name: "a"}}, "no store"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := New(tt.envs); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := New(tt.envs, Config{}); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New: %v, want an error with %q", err, tt.want)
 			}
 		})
@@ -203,7 +206,7 @@ func TestAbandonedMissIsNotRead(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(time.Minute), WithPollInterval(time.Hour))
+				s, store, _ := newTestService(t, Config{NoCache: true, ReadsInFlight: 1, LookupTimeout: time.Minute, PollInterval: time.Hour})
 				runCtx, stop := context.WithCancel(context.Background())
 				done := make(chan error)
 				go func() { done <- s.Run(runCtx) }()
@@ -248,7 +251,7 @@ func TestAbandonedMissIsNotRead(t *testing.T) {
 // failed for another caller's leaving.
 func TestWaiterReadsAgainWhenTheFirstCallerLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, store, _ := newTestService(t, WithCache(0, 0), WithLookupTimeout(0))
+		s, store, _ := newTestService(t, Config{NoCache: true, LookupTimeout: time.Hour})
 		s.Poll(context.Background())
 		store.put("alice", []string{"a.g1"}, nil)
 		store.block = make(chan struct{})
@@ -284,7 +287,7 @@ func TestWaiterReadsAgainWhenTheFirstCallerLeaves(t *testing.T) {
 func TestBatchesLeaveSlotsToSingleLookups(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(4), WithLookupTimeout(0))
+		s, store, _ := newTestService(t, Config{NoCache: true, ReadsInFlight: 4, LookupTimeout: time.Hour})
 		s.Poll(ctx)
 		store.block = make(chan struct{})
 		var wg sync.WaitGroup

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// Defaults: the SDKs' TTL, poll interval and staleness; a cache larger than their 1000 entries.
+// Defaults of Config: the SDKs' cache TTL, poll interval and staleness threshold, and a cache
+// larger than their 1000 entries, since one service answers for many SDKs.
 const (
 	DefaultCacheSize     = 100_000
 	DefaultCacheTTL      = 5 * time.Second
@@ -20,88 +21,58 @@ const (
 	DefaultStaleAfter    = 2 * time.Minute
 	DefaultLookupTimeout = time.Second
 	DefaultReadsInFlight = 4
-	recoveryPollInterval = time.Second // how often Run polls while a store is unreachable, if sooner
 )
+
+// Config is how a Service serves. A field left zero takes its default; none may be negative.
+type Config struct {
+	CacheSize          int                                      // answers cached, shared evenly by the environments
+	CacheTTL           time.Duration                            // how long an answer read while the store has no cursor is cached
+	NoCache            bool                                     // cache nothing: every lookup reads the store
+	PollInterval       time.Duration                            // how often Run polls; at most StaleAfter
+	StaleAfter         time.Duration                            // the age of the last synchronization from which data is stale
+	LookupTimeout      time.Duration                            // the longest a lookup, batch or poll waits for the store
+	ReadsInFlight      int                                      // an environment's store reads at once; batches take at most half
+	ReadyRequiresFresh bool                                     // Readiness is false while data is stale, not only unavailable
+	ReadMetadata       func(ctx context.Context) []MetadataRead // every environment's, in order, in one round trip; nil: each store's in turn
+	Now                func() time.Time                         // the clock of staleness, cache expiry and status times; nil: time.Now
+	Logger             *slog.Logger                             // where status changes are logged; nil: nowhere
+	ErrorCode          func(error) string                       // a bounded code of a store error (an AWS error code), logged with it
+	Observer           func(*Environment) Observer              // each environment's Observer (its metrics); nil: none
+}
 
 // Service holds every environment served, their poll loop (Run), readiness and changes.
 type Service struct {
-	envs                                              []*Environment
-	read                                              func(ctx context.Context) []MetadataRead // every environment's metadata, in order
-	cacheSize, readsInFlight                          int
-	cacheTTL, pollInterval, staleAfter, lookupTimeout time.Duration
-	timeout                                           error // the cause of a lookup's end at lookupTimeout: a deadline exceeded
-	readyRequiresFresh                                bool
-	now                                               func() time.Time
-	log                                               *slog.Logger
-	errorCode                                         func(error) string // nil for none
-	observer                                          func(*Environment) Observer
+	cfg     Config
+	envs    []*Environment
+	timeout error // the cause of a lookup's end at LookupTimeout: a deadline exceeded
 
-	polling  chan struct{}                 // the poll lock (one in it): one poll at a time
+	polling  chan struct{}                 // the poll lock (a slot of one): polls run one at a time
 	changes  atomic.Pointer[chan struct{}] // closed, and replaced, by a poll that changes something
 	draining atomic.Bool
 }
 
-// Option configures a Service.
-type Option func(*Service)
-
-// WithCache sets the cache's entry bound, shared by the environments, and the TTL of answers
-// read while the store has no cursor; either at zero turns the cache off.
-func WithCache(size int, ttl time.Duration) Option {
-	return func(s *Service) { s.cacheSize, s.cacheTTL = size, ttl }
-}
-
-// WithPollInterval sets how often Run polls; it is capped at the staleness threshold.
-func WithPollInterval(d time.Duration) Option { return func(s *Service) { s.pollInterval = d } }
-
-// WithStaleAfter sets how old the last synchronization may be before the data is stale.
-func WithStaleAfter(d time.Duration) Option { return func(s *Service) { s.staleAfter = d } }
-
-// WithLookupTimeout bounds how long a lookup, batch or poll waits for the store; zero: no bound.
-func WithLookupTimeout(d time.Duration) Option { return func(s *Service) { s.lookupTimeout = d } }
-
-// WithReadsInFlight bounds an environment's store reads at once; batches take at most half.
-func WithReadsInFlight(n int) Option { return func(s *Service) { s.readsInFlight = n } }
-
-// WithReadyRequiresFresh makes Readiness false while data is stale, not only unavailable.
-func WithReadyRequiresFresh(b bool) Option { return func(s *Service) { s.readyRequiresFresh = b } }
-
-// WithMetadataRead sets how a poll reads every environment's metadata, in order, at once (one
-// round trip to a database that holds them all); by default each store's is read in turn.
-func WithMetadataRead(read func(ctx context.Context) []MetadataRead) Option {
-	return func(s *Service) { s.read = read }
-}
-
-// WithClock replaces time.Now for staleness, cache expiry, log spacing and status times.
-func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
-
-// WithLogger sets where status changes and failed reads are logged. Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
-
-// WithErrorCode adds code(err), a bounded name of a store error (an AWS error code), to the
-// log lines of store errors, for searching by cause.
-func WithErrorCode(code func(error) string) Option { return func(s *Service) { s.errorCode = code } }
-
-// WithObserver sets who is told of each environment's lookups, reads and polls (metrics).
-func WithObserver(of func(*Environment) Observer) Option { return func(s *Service) { s.observer = of } }
-
 // New returns the Service of envs, each with a store and a name of its own. It starts nothing.
-func New(envs []Environment, opts ...Option) (*Service, error) {
-	s := &Service{cacheSize: DefaultCacheSize, cacheTTL: DefaultCacheTTL, pollInterval: DefaultPollInterval,
-		staleAfter: DefaultStaleAfter, lookupTimeout: DefaultLookupTimeout, readsInFlight: DefaultReadsInFlight,
-		now: time.Now, log: slog.New(slog.DiscardHandler), polling: make(chan struct{}, 1),
-		observer: func(*Environment) Observer { return nopObserver{} }}
-	for _, o := range opts {
-		o(s)
-	}
-	s.staleAfter = cmp.Or(max(s.staleAfter, 0), DefaultStaleAfter)
-	s.pollInterval = min(cmp.Or(max(s.pollInterval, 0), DefaultPollInterval), s.staleAfter)
-	if s.readsInFlight = max(s.readsInFlight, 1); s.read == nil {
-		s.read = s.readEach
-	}
-	s.timeout = fmt.Errorf("no answer within %v: %w", s.lookupTimeout, context.DeadlineExceeded)
-	s.changes.Store(new(make(chan struct{})))
+func New(envs []Environment, cfg Config) (*Service, error) {
 	if len(envs) == 0 {
 		return nil, errors.New("no environment to serve")
+	}
+	cfg.CacheSize = cmp.Or(cfg.CacheSize, DefaultCacheSize)
+	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, DefaultCacheTTL)
+	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, DefaultStaleAfter)
+	cfg.PollInterval = min(cmp.Or(cfg.PollInterval, DefaultPollInterval), cfg.StaleAfter)
+	cfg.LookupTimeout = cmp.Or(cfg.LookupTimeout, DefaultLookupTimeout)
+	cfg.ReadsInFlight = cmp.Or(cfg.ReadsInFlight, DefaultReadsInFlight)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, polling: make(chan struct{}, 1)}
+	s.timeout = fmt.Errorf("no answer within %v: %w", cfg.LookupTimeout, context.DeadlineExceeded)
+	s.changes.Store(new(make(chan struct{})))
+	if s.cfg.ReadMetadata == nil {
+		s.cfg.ReadMetadata = s.readEach
 	}
 	for i, in := range envs {
 		switch err := ValidateName(in.Name); {
@@ -112,21 +83,24 @@ func New(envs []Environment, opts ...Option) (*Service, error) {
 		case in.Store == nil:
 			return nil, fmt.Errorf("environment %q has no store", in.Name)
 		}
-		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: s.log, state: &state{
-			slots: make(chan struct{}, s.readsInFlight), batchSlots: make(chan struct{}, max(s.readsInFlight/2, 1))}}
-		if s.cacheTTL > 0 && s.cacheSize > 0 {
-			e.half, e.young, e.old = max(s.cacheSize/len(envs)/2, 1), newGoCache(), newGoCache()
+		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: cfg.Logger, obs: nopObserver{}}
+		e.state = &state{slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
+		if !cfg.NoCache {
+			e.half, e.young, e.old = max(cfg.CacheSize/len(envs)/2, 1), newGoCache(), newGoCache()
 		}
 		if len(envs) > 1 {
-			e.log = s.log.With("environment", e.Name)
+			e.log = e.log.With("environment", e.Name)
 		}
-		e.obs = s.observer(e)
+		if cfg.Observer != nil {
+			e.obs = cfg.Observer(e)
+		}
 		s.envs = append(s.envs, e)
 	}
 	return s, nil
 }
 
-// ValidateName says why name cannot be an environment's, or nil. (A regexp would keep 50 KB.)
+// ValidateName says why name cannot be an environment's, or nil: the one rule of names, which
+// are part of paths, metrics and tokens' scopes. (A regexp would weigh 50 KB.)
 func ValidateName(name string) error {
 	ok := len(name) > 0 && len(name) <= 63 && name[0] != '-' && name[0] != '_'
 	for i := 0; ok && i < len(name); i++ {
@@ -142,8 +116,8 @@ func ValidateName(name string) error {
 // Environments are the environments served, in the order given to New.
 func (s *Service) Environments() []*Environment { return s.envs }
 
-// StaleAfter is the staleness threshold.
-func (s *Service) StaleAfter() time.Duration { return s.staleAfter }
+// StaleAfter is the staleness threshold, which /status reports beside each status.
+func (s *Service) StaleAfter() time.Duration { return s.cfg.StaleAfter }
 
 // Changes returns a channel closed by the next poll that changes an environment's Available,
 // Stale or data: take it, read the statuses, wait, take it again; however slow, a subscriber
@@ -156,20 +130,24 @@ func (s *Service) Drain() { s.draining.Store(true) }
 // Draining reports whether Drain was called.
 func (s *Service) Draining() bool { return s.draining.Load() }
 
-// Readiness says whether this instance should get traffic, and if not why.
+// Readiness says whether this instance should get traffic, and if not why, naming each
+// environment at fault when there are several.
 func (s *Service) Readiness() (ready bool, reason string) {
 	if s.Draining() {
 		return false, "shutting down"
 	}
 	var not []string
 	for _, e := range s.envs {
-		why := "the store's status has not been polled yet"
-		switch st, polled := e.Status(); {
-		case polled && !st.Available:
+		var why string
+		st, polled := e.Status()
+		switch {
+		case !polled:
+			why = "the store's status has not been polled yet"
+		case !st.Available:
 			why = "the Big Segment store is unavailable"
-		case polled && s.readyRequiresFresh && st.Stale:
+		case s.cfg.ReadyRequiresFresh && st.Stale:
 			why = "the Big Segment data is stale"
-		case polled:
+		default:
 			continue
 		}
 		if len(s.envs) == 1 {
@@ -181,17 +159,7 @@ func (s *Service) Readiness() (ready bool, reason string) {
 }
 
 func (s *Service) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.lookupTimeout <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeoutCause(ctx, s.lookupTimeout, s.timeout)
-}
-
-func (s *Service) errAttrs(err error) []any {
-	if s.errorCode == nil {
-		return []any{"err", err.Error()}
-	}
-	return []any{"code", s.errorCode(err), "err", err.Error()}
+	return context.WithTimeoutCause(ctx, s.cfg.LookupTimeout, s.timeout)
 }
 
 // Store operations, as passed to Observer.StoreRead.
@@ -226,7 +194,7 @@ type LookupStatus string
 // Lookup statuses, in order of precedence.
 const (
 	Healthy    LookupStatus = "HEALTHY"     // read from a store that is available and up to date
-	Stale      LookupStatus = "STALE"       // the data was not synchronized within staleAfter (or ever)
+	Stale      LookupStatus = "STALE"       // the data was not synchronized within StaleAfter (or ever)
 	StoreError LookupStatus = "STORE_ERROR" // the read failed, or the last poll could not read the store
 )
 
@@ -234,7 +202,7 @@ const (
 type StoreStatus struct {
 	Available        bool      // the poll read the metadata
 	Unreachable      bool      // the poll could not reach the store (not ErrInvalidMetadata): lookups fail at once
-	Stale            bool      // never synchronized, or last synchronized staleAfter or more before the poll
+	Stale            bool      // never synchronized, or last synchronized StaleAfter or more before the poll
 	LastSynchronized time.Time // the last synchronization time known, zero if none
 	Cursor           string    // the last cursor known, "" if none
 	DataChangedAt    time.Time // when a poll first saw the data as it is; zero without a cursor
@@ -257,7 +225,10 @@ func (s StoreStatus) LookupStatus() LookupStatus {
 // Status returns the environment's last polled status, and false before the first poll.
 func (e *Environment) Status() (StoreStatus, bool) {
 	st, _ := e.snapshot()
-	return *cmp.Or(st, &StoreStatus{Stale: true}), st != nil
+	if st == nil {
+		return StoreStatus{Stale: true}, false
+	}
+	return *st, true
 }
 
 func (e *Environment) snapshot() (*StoreStatus, uint64) {
@@ -266,45 +237,52 @@ func (e *Environment) snapshot() (*StoreStatus, uint64) {
 	return e.status, e.gen
 }
 
-// firstStatus is snapshot's, after a poll within ctx if none has finished yet.
+// firstStatus is snapshot's, after a poll within ctx if none has finished yet, so that the
+// first answers carry a true status.
 func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
 	st, gen := e.snapshot()
-	if st == nil {
-		e.svc.poll(ctx, func() bool { st, _ := e.snapshot(); return st == nil })
-		if st, gen = e.snapshot(); st == nil {
-			st = &StoreStatus{Stale: true, CheckedAt: e.svc.now()}
-		}
+	if st != nil {
+		return st, gen
+	}
+	e.svc.poll(ctx, true)
+	if st, gen = e.snapshot(); st == nil { // ctx ended first
+		st = &StoreStatus{Stale: true, CheckedAt: e.svc.cfg.Now()}
 	}
 	return st, gen
 }
 
-// Poll polls every environment now, after the poll running (if any), which may predate a change.
-func (s *Service) Poll(ctx context.Context) { s.poll(ctx, func() bool { return true }) }
+// Poll polls every environment now, after the poll running (if any), which may predate a
+// change: the embedded store's reload calls it.
+func (s *Service) Poll(ctx context.Context) { s.poll(ctx, false) }
 
-// poll takes the poll lock within ctx and polls if still needed. A poll whose caller has gone
-// records nothing: that is no failure of the store.
-func (s *Service) poll(ctx context.Context, needed func() bool) {
+// poll takes the poll lock within ctx and polls, unless onlyFirst and a poll has finished. A
+// poll whose caller has gone records nothing: that is no failure of the store.
+func (s *Service) poll(ctx context.Context, onlyFirst bool) {
 	select {
 	case s.polling <- struct{}{}:
 		defer func() { <-s.polling }()
 	case <-ctx.Done():
 		return
 	}
-	if !needed() {
+	if st, _ := s.envs[0].snapshot(); onlyFirst && st != nil {
 		return
 	}
 	readCtx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	start, reads := time.Now(), []MetadataRead(nil)
-	panicked := safely(func() { reads = s.read(readCtx) })
+	start := time.Now()
+	var reads []MetadataRead
+	panicked := safely(func() { reads = s.cfg.ReadMetadata(readCtx) })
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		return
 	}
-	s.envs[0].obs.StoreRead(OpMetadata, time.Since(start), nil) // one read for all: its failures are each environment's StatusPolled
+	s.envs[0].obs.StoreRead(OpMetadata, time.Since(start), nil) // its failures are each environment's StatusPolled
 	changed := false
 	for i, e := range s.envs {
-		r := MetadataRead{Err: cmp.Or(panicked, errors.New("read metadata: no answer for the store"))}
-		if i < len(reads) { // not after a panic, or an answer for fewer environments
+		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
+		switch {
+		case panicked != nil:
+			r.Err = panicked
+		case i < len(reads):
 			r = reads[i]
 		}
 		changed = e.record(r.Metadata, r.Err) || changed
@@ -324,18 +302,23 @@ func (s *Service) readEach(ctx context.Context) []MetadataRead {
 	return reads
 }
 
-// record publishes the status after a poll, and says whether Available, Stale or the data changed.
+// record publishes the status a poll found, and says whether Available, Stale or the data
+// changed. A new cursor begins a cache generation, with an empty pair.
 func (e *Environment) record(md Metadata, err error) bool {
-	now := e.svc.now()
+	now := e.svc.cfg.Now()
 	e.mu.Lock()
 	prev := e.status
-	st := *cmp.Or(prev, &StoreStatus{})
-	st.Available, st.Unreachable, st.CheckedAt = err == nil, err != nil && !errors.Is(err, ErrInvalidMetadata), now
+	var st StoreStatus
+	if prev != nil {
+		st = *prev
+	}
+	st.Available, st.CheckedAt = err == nil, now
+	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
-	switch {
-	case err != nil && (prev == nil || prev.Available || prev.LastError != err.Error()):
+	if err != nil && (prev == nil || prev.Available || prev.LastError != err.Error()) {
 		st.LastError, st.LastErrorAt = err.Error(), now
-	case err == nil:
+	}
+	if err == nil {
 		st.LastError, st.LastErrorAt, st.LastSynchronized = "", time.Time{}, md.LastSynchronized
 		if prev == nil || dataChanged {
 			st.Cursor, st.DataChangedAt = md.Cursor, now
@@ -345,45 +328,56 @@ func (e *Environment) record(md Metadata, err error) bool {
 		}
 	}
 	// The SDKs' rule; a synchronization time in the future (clock skew) is not stale.
-	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.staleAfter
-	if e.status = &st; dataChanged { // a new generation, with an empty pair: nothing cached before is served
-		if e.gen++; e.young != nil {
+	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.cfg.StaleAfter
+	e.status = &st
+	if dataChanged {
+		e.gen++
+		if e.young != nil {
 			e.young, e.old = newGoCache(), newGoCache()
 		}
 	}
 	e.mu.Unlock()
+
 	changed := prev == nil || prev.Available != st.Available || prev.Stale != st.Stale
-	if e.obs.StatusPolled(st, err, changed); dataChanged {
+	e.obs.StatusPolled(st, err, changed)
+	if dataChanged {
 		e.obs.DataChanged()
-		e.log.Debug("big segment data changed", "cursor", st.Cursor)
 	}
 	if changed {
-		attrs := []any{"available", st.Available, "stale", st.Stale}
-		if !st.LastSynchronized.IsZero() {
-			attrs = append(attrs, "lastSynchronized", st.LastSynchronized.UTC().Format(time.RFC3339Nano))
-		}
-		switch {
-		case err != nil:
-			e.log.Error("big segment store unavailable", append(attrs, e.svc.errAttrs(err)...)...)
-		case st.Stale:
-			e.log.Warn("big segment data is stale", attrs...)
-		default:
-			e.log.Info("big segment store healthy", attrs...)
-		}
+		e.logStatus(st, err)
 	}
 	return changed || dataChanged
 }
 
-// Run polls at once, then every poll interval (every second while a store is unreachable).
+// logStatus logs a change of the status, once: not at every poll.
+func (e *Environment) logStatus(st StoreStatus, err error) {
+	switch {
+	case err != nil && e.svc.cfg.ErrorCode != nil:
+		e.log.Error("big segment store unavailable", "code", e.svc.cfg.ErrorCode(err), "err", err.Error())
+	case err != nil:
+		e.log.Error("big segment store unavailable", "err", err.Error())
+	case st.Stale:
+		e.log.Warn("big segment data is stale", "lastSynchronized", st.LastSynchronized)
+	default:
+		e.log.Info("big segment store healthy")
+	}
+}
+
+// recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
+const recoveryPollInterval = time.Second
+
+// Run polls at once, then every poll interval (every second while a store is unreachable),
+// until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	for timer := time.NewTimer(0); ; {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return nil
 		case <-timer.C:
 			s.Poll(ctx)
-			next := s.pollInterval
+			next := s.cfg.PollInterval
 			for _, e := range s.envs {
 				if st, _ := e.Status(); st.Unreachable {
 					next = min(next, recoveryPollInterval)

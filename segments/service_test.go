@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,16 +17,20 @@ import (
 )
 
 // newTestService returns a service on a fake store synchronized now on a fake clock.
-func newTestService(t *testing.T, opts ...Option) (one, *fakeStore, *clock) {
+// Its clock is cfg.Now if set.
+func newTestService(t *testing.T, cfg Config) (one, *fakeStore, *clock) {
 	t.Helper()
 	store, clk := newFakeStore(), newClock()
 	store.setMeta(clk.Now(), nil)
-	s := newOne(store, append([]Option{WithClock(clk.Now)}, opts...)...)
+	if cfg.Now == nil {
+		cfg.Now = clk.Now
+	}
+	s := newOne(store, cfg)
 	return s, store, clk
 }
 
 func TestLookup(t *testing.T) {
-	s, store, _ := newTestService(t)
+	s, store, _ := newTestService(t, Config{})
 	store.put("alice", []string{"beta.g3"}, []string{"blocked.g1", "beta.g3"})
 	tests := []struct {
 		key  string
@@ -55,7 +58,7 @@ func TestLookup(t *testing.T) {
 // A ref that is not UTF-8 cannot be answered in JSON without changing it: that context's
 // lookup fails instead, uncached, and the others in its read are answered.
 func TestRefsThatAreNotUTF8FailTheirContext(t *testing.T) {
-	s, store, _ := newTestService(t)
+	s, store, _ := newTestService(t, Config{})
 	store.put("mallory", []string{"beta\xff.g1"}, nil)
 	store.put("alice", []string{"beta.g3"}, nil)
 	got := s.LookupBatch(context.Background(), []string{Hash("mallory"), Hash("alice")})
@@ -77,7 +80,7 @@ func TestRefsThatAreNotUTF8FailTheirContext(t *testing.T) {
 func TestCache(t *testing.T) {
 	ctx := context.Background()
 	t.Run("hit, then expiry after TTL", func(t *testing.T) {
-		s, store, clk := newTestService(t, WithCache(10, 5*time.Second))
+		s, store, clk := newTestService(t, Config{CacheSize: 10, CacheTTL: 5 * time.Second})
 		store.put("alice", []string{"a.g1"}, nil)
 		if r := s.LookupHash(ctx, Hash("alice")); r.Cached {
 			t.Fatal("first lookup came from the cache")
@@ -104,7 +107,7 @@ func TestCache(t *testing.T) {
 		}
 	})
 	t.Run("no membership is cached", func(t *testing.T) {
-		s, store, _ := newTestService(t)
+		s, store, _ := newTestService(t, Config{})
 		s.LookupHash(ctx, Hash("nobody"))
 		if r := s.LookupHash(ctx, Hash("nobody")); !r.Cached || r.Membership != (Membership{}) {
 			t.Errorf("second lookup: cached=%v membership=%v", r.Cached, mapOf(r.Membership))
@@ -114,7 +117,7 @@ func TestCache(t *testing.T) {
 		}
 	})
 	t.Run("errors are not cached", func(t *testing.T) {
-		s, store, _ := newTestService(t)
+		s, store, _ := newTestService(t, Config{})
 		store.failRead("alice", errBoom)
 		if r := s.LookupHash(ctx, Hash("alice")); r.Status != StoreError || !errors.Is(r.Err, errBoom) {
 			t.Fatalf("failed read: status %s, err %v", r.Status, r.Err)
@@ -128,7 +131,7 @@ func TestCache(t *testing.T) {
 		}
 	})
 	t.Run("size bound", func(t *testing.T) {
-		s, _, _ := newTestService(t, WithCache(10, time.Hour))
+		s, _, _ := newTestService(t, Config{CacheSize: 10, CacheTTL: time.Hour})
 		for i := range 100 {
 			s.LookupHash(ctx, Hash(strconv.Itoa(i)))
 			if got := s.CacheLen(); got > 10 {
@@ -143,15 +146,13 @@ func TestCache(t *testing.T) {
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		for _, opt := range []Option{WithCache(0, time.Second), WithCache(10, 0)} {
-			s, store, _ := newTestService(t, opt)
-			s.LookupHash(ctx, Hash("a"))
-			if r := s.LookupHash(ctx, Hash("a")); r.Cached {
-				t.Error("cache off, but the lookup was cached")
-			}
-			if got := store.reads.Load(); got != 2 {
-				t.Errorf("store reads = %d, want 2", got)
-			}
+		s, store, _ := newTestService(t, Config{NoCache: true})
+		s.LookupHash(ctx, Hash("a"))
+		if r := s.LookupHash(ctx, Hash("a")); r.Cached {
+			t.Error("cache off, but the lookup was cached")
+		}
+		if got := store.reads.Load(); got != 2 {
+			t.Errorf("store reads = %d, want 2", got)
 		}
 	})
 }
@@ -159,7 +160,7 @@ func TestCache(t *testing.T) {
 func TestConcurrentMissesShareOneRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 100
-		s, store, _ := newTestService(t, WithCache(0, 0)) // no cache: only the shared read can save reads
+		s, store, _ := newTestService(t, Config{NoCache: true}) // no cache: only the shared read can save reads
 		s.Poll(context.Background())
 		store.put("alice", []string{"a.g1"}, nil)
 		store.block = make(chan struct{})
@@ -184,7 +185,7 @@ func TestConcurrentMissesShareOneRead(t *testing.T) {
 
 func TestLookupBatch(t *testing.T) {
 	ctx := context.Background()
-	s, store, _ := newTestService(t)
+	s, store, _ := newTestService(t, Config{})
 	store.put("alice", []string{"a.g1"}, nil)
 	store.put("bob", nil, []string{"a.g1"})
 	store.failRead("broken", errBoom)
@@ -253,7 +254,7 @@ func TestStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, store, clk := newTestService(t, WithStaleAfter(staleAfter))
+			s, store, clk := newTestService(t, Config{StaleAfter: staleAfter})
 			synced := time.Time{}
 			if tt.synced != 0 {
 				synced = clk.Now().Add(-tt.synced)
@@ -275,7 +276,7 @@ func TestStatus(t *testing.T) {
 
 func TestStatusGoesStaleAsTimePasses(t *testing.T) {
 	ctx := context.Background()
-	s, _, clk := newTestService(t, WithStaleAfter(time.Minute))
+	s, _, clk := newTestService(t, Config{StaleAfter: time.Minute})
 	if st := s.Poll(ctx); st.Stale {
 		t.Fatal("stale right after synchronization")
 	}
@@ -287,7 +288,7 @@ func TestStatusGoesStaleAsTimePasses(t *testing.T) {
 
 func TestUnavailableKeepsLastSynchronization(t *testing.T) {
 	ctx := context.Background()
-	s, store, clk := newTestService(t)
+	s, store, clk := newTestService(t, Config{})
 	synced := clk.Now()
 	s.Poll(ctx)
 	store.setMeta(time.Time{}, errBoom)
@@ -299,7 +300,7 @@ func TestUnavailableKeepsLastSynchronization(t *testing.T) {
 
 func TestFirstLookupPollsInline(t *testing.T) {
 	ctx := context.Background()
-	s, store, _ := newTestService(t)
+	s, store, _ := newTestService(t, Config{})
 	if _, ok := s.Status(); ok {
 		t.Fatal("status known before any poll")
 	}
@@ -325,19 +326,19 @@ func TestFirstLookupPollsInline(t *testing.T) {
 }
 
 func TestPollIntervalCappedAtStaleAfter(t *testing.T) {
-	s := newOne(newFakeStore(), WithPollInterval(time.Hour), WithStaleAfter(time.Minute))
-	if got := s.pollInterval; got != time.Minute {
+	s := newOne(newFakeStore(), Config{PollInterval: time.Hour, StaleAfter: time.Minute})
+	if got := s.cfg.PollInterval; got != time.Minute {
 		t.Errorf("poll interval = %v, want 1m", got)
 	}
-	s = newOne(newFakeStore())
-	if s.pollInterval != DefaultPollInterval || s.StaleAfter() != DefaultStaleAfter {
-		t.Errorf("defaults: %v, %v", s.pollInterval, s.StaleAfter())
+	s = newOne(newFakeStore(), Config{})
+	if s.cfg.PollInterval != DefaultPollInterval || s.StaleAfter() != DefaultStaleAfter {
+		t.Errorf("defaults: %v, %v", s.cfg.PollInterval, s.StaleAfter())
 	}
 }
 
 func TestChangesOnly(t *testing.T) {
 	ctx := context.Background()
-	s, store, clk := newTestService(t, WithStaleAfter(time.Minute))
+	s, store, clk := newTestService(t, Config{StaleAfter: time.Minute})
 	ch := s.Changes()
 	next := func() (StoreStatus, bool) {
 		select {
@@ -377,7 +378,7 @@ func TestChangesOnly(t *testing.T) {
 
 func TestRunPollsAtStartAndStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, store, _ := newTestService(t, WithPollInterval(time.Millisecond), WithStaleAfter(time.Minute))
+		s, store, _ := newTestService(t, Config{PollInterval: time.Millisecond, StaleAfter: time.Minute})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- s.Run(ctx) }()
@@ -404,8 +405,7 @@ func TestRunEndingMidPollRecordsNothing(t *testing.T) {
 		obs := &countingObserver{}
 		store := &ctxMetaStore{fakeStore: newFakeStore()}
 		store.setMeta(time.Now(), nil)
-		s := newOne(store, WithPollInterval(time.Hour), WithLookupTimeout(0),
-			WithObserver(func(*Environment) Observer { return obs }))
+		s := newOne(store, Config{PollInterval: time.Hour, LookupTimeout: time.Hour, Observer: func(*Environment) Observer { return obs }})
 		s.Poll(context.Background())
 		before, _ := s.Status()
 		polls := obs.polls.Load()
@@ -463,7 +463,7 @@ func (o *countingObserver) StatusPolled(_ StoreStatus, _ error, changed bool) {
 
 func TestObserver(t *testing.T) {
 	obs := &countingObserver{}
-	s, _, _ := newTestService(t, WithObserver(func(*Environment) Observer { return obs }))
+	s, _, _ := newTestService(t, Config{Observer: func(*Environment) Observer { return obs }})
 	ctx := context.Background()
 	s.LookupHash(ctx, Hash("a"))
 	s.LookupHash(ctx, Hash("a"))
@@ -481,7 +481,7 @@ func TestObserver(t *testing.T) {
 func TestPollsAreStoredInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, clk := newTestService(t, WithLookupTimeout(0))
+		s, store, clk := newTestService(t, Config{LookupTimeout: time.Hour})
 		older, newer := clk.Now().Add(-time.Minute), clk.Now()
 		release := make(chan struct{})
 		store.mu.Lock()
@@ -511,7 +511,7 @@ func TestPollsAreStoredInOrder(t *testing.T) {
 func TestBatchesWaitForAReadSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, _ := newTestService(t, WithCache(0, 0), WithReadsInFlight(1), WithLookupTimeout(0))
+		s, store, _ := newTestService(t, Config{NoCache: true, ReadsInFlight: 1, LookupTimeout: time.Hour})
 		s.Poll(ctx)
 		store.block = make(chan struct{})
 		go s.LookupHash(ctx, Hash("a"))
@@ -538,7 +538,7 @@ func TestBatchesWaitForAReadSlot(t *testing.T) {
 }
 
 func TestStatusBeforeFirstPoll(t *testing.T) {
-	s, _, _ := newTestService(t)
+	s, _, _ := newTestService(t, Config{})
 	st, polled := s.Status()
 	if polled || st.Available || !st.Stale {
 		t.Errorf("before any poll: %+v, polled %v; want unavailable and stale (never synchronized)", st, polled)
@@ -550,7 +550,7 @@ func TestStatusBeforeFirstPoll(t *testing.T) {
 // metadata (the store answered) does not stop reads.
 func TestUnreachableStoreFailsFast(t *testing.T) {
 	ctx := context.Background()
-	s, store, clk := newTestService(t)
+	s, store, clk := newTestService(t, Config{})
 	s.LookupHash(ctx, Hash("cached"))
 	readsBefore := store.reads.Load()
 	store.setMeta(clk.Now(), errBoom)
@@ -580,7 +580,7 @@ func TestUnreachableStoreFailsFast(t *testing.T) {
 func TestLookupTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s, store, _ := newTestService(t, WithCache(0, 0), WithLookupTimeout(time.Second))
+		s, store, _ := newTestService(t, Config{NoCache: true, LookupTimeout: time.Second})
 		s.Poll(ctx)
 		store.block = make(chan struct{})
 		start := time.Now()
@@ -596,38 +596,6 @@ func TestLookupTimeout(t *testing.T) {
 	})
 }
 
-// Failed reads are logged at most once per interval, with how many failed meanwhile.
-func TestReadFailuresAreLoggedOncePerInterval(t *testing.T) {
-	var mu sync.Mutex
-	var lines []slog.Record
-	log := slog.New(recordHandler(func(r slog.Record) { mu.Lock(); lines = append(lines, r); mu.Unlock() }))
-	ctx := context.Background()
-	s, store, clk := newTestService(t, WithCache(0, 0), WithLogger(log))
-	s.Poll(ctx)
-	store.failRead("alice", errBoom)
-	for range 100 {
-		s.LookupHash(ctx, Hash("alice"))
-	}
-	clk.Add(readErrorLogInterval)
-	s.LookupHash(ctx, Hash("alice"))
-	mu.Lock()
-	defer mu.Unlock()
-	var failed []int64
-	for _, r := range lines {
-		if r.Message == "membership read failed" {
-			r.Attrs(func(a slog.Attr) bool {
-				if a.Key == "failedSinceLastLog" {
-					failed = append(failed, a.Value.Int64())
-				}
-				return true
-			})
-		}
-	}
-	if want := []int64{0, 99}; !slices.Equal(failed, want) {
-		t.Errorf("failedSinceLastLog of the read failure lines = %v, want %v", failed, want)
-	}
-}
-
 // recordHandler is a slog.Handler that hands every record to a function.
 type recordHandler func(slog.Record)
 
@@ -636,8 +604,9 @@ func (h recordHandler) Handle(_ context.Context, r slog.Record) error { h(r); re
 func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
 func (h recordHandler) WithGroup(string) slog.Handler                 { return h }
 
-// WithErrorCode names the store's errors in the log line of the store becoming unavailable
-// (once per failure period: a second failed poll logs nothing) and of a failed read.
+// Config.ErrorCode names the store's errors in the log line of the store becoming unavailable,
+// once per failure period: a second failed poll logs nothing, and a failed read nothing (the
+// Observer counts failed reads).
 func TestErrorCodeIsLogged(t *testing.T) {
 	var mu sync.Mutex
 	codes := map[string][]string{}
@@ -652,12 +621,12 @@ func TestErrorCodeIsLogged(t *testing.T) {
 		})
 	}))
 	ctx := context.Background()
-	s, store, _ := newTestService(t, WithCache(0, 0), WithLogger(log), WithErrorCode(func(err error) string {
+	s, store, _ := newTestService(t, Config{NoCache: true, Logger: log, ErrorCode: func(err error) string {
 		if errors.Is(err, errBoom) {
 			return "Boom"
 		}
 		return "other"
-	}))
+	}})
 	s.Poll(ctx)
 	store.failRead("alice", errBoom)
 	s.LookupHash(ctx, Hash("alice"))
@@ -666,7 +635,7 @@ func TestErrorCodeIsLogged(t *testing.T) {
 	s.Poll(ctx)
 	mu.Lock()
 	defer mu.Unlock()
-	want := map[string][]string{"membership read failed": {"Boom"}, "big segment store unavailable": {"Boom"}}
+	want := map[string][]string{"big segment store unavailable": {"Boom"}}
 	if diff := cmp.Diff(want, codes); diff != "" {
 		t.Errorf("codes logged (-want +got):\n%s", diff)
 	}

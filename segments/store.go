@@ -37,10 +37,19 @@ type Metadata struct {
 	Cursor           string    // the synchronizer's version of the data, "" for none: a new one means a change
 }
 
-// MetadataRead is one environment's metadata, as WithMetadataRead's read returns it.
+// MetadataRead is one environment's metadata, as Config.ReadMetadata returns it.
 type MetadataRead struct {
 	Metadata Metadata
 	Err      error
+}
+
+// StoreView is a store as it names itself, for an operator to compare with what the
+// synchronizer wrote (handlers' Describer gives it). It holds no password, token or secret.
+type StoreView struct {
+	Kind   string   // "redis", "dynamodb" or "embedded"
+	Prefix string   // the key prefix as stored ("" for none)
+	Table  string   // DynamoDB's table, "" elsewhere
+	Keys   []string // Redis keys, or DynamoDB items as "namespace/key"
 }
 
 // Bounds on a store's metadata: a store reports larger values as ErrInvalidMetadata.
@@ -73,19 +82,19 @@ const hashWanted = "a context hash is the standard base64 (44 characters, padded
 // ValidateHash says why s cannot be a context hash, or nil, so that a caller's mistake (a hex
 // SHA-256, a URL-safe alphabet, a lost escape) is an error, not "no membership".
 func ValidateHash(s string) error {
-	if len(s) > MaxHashLen {
-		return fmt.Errorf("context hash is %d characters long, more than %d; %s", len(s), MaxHashLen, hashWanted)
-	}
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
-	_, err := base64.StdEncoding.Strict().DecodeString(s)
-	switch i := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune(alphabet, r) }); {
+	outside := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune(alphabet, r) })
+	switch {
+	case len(s) > MaxHashLen:
+		return fmt.Errorf("context hash is %d characters long, more than %d; %s", len(s), MaxHashLen, hashWanted)
 	case s == "":
 		return errors.New("context hash is empty; " + hashWanted)
-	case i >= 0:
-		return fmt.Errorf("context hash has a character outside the standard base64 alphabet at offset %d; %s", i, hashWanted)
+	case outside >= 0:
+		return fmt.Errorf("context hash has a character outside the standard base64 alphabet at offset %d; %s", outside, hashWanted)
 	case len(s) >= 32 && strings.Trim(s, "0123456789abcdefABCDEF") == "": // also base64, but never the SHA-256 of a key
 		return errors.New("context hash looks like hex; " + hashWanted)
-	case err != nil:
+	}
+	if _, err := base64.StdEncoding.Strict().DecodeString(s); err != nil {
 		return errors.New("context hash is not canonical padded base64; " + hashWanted)
 	}
 	return nil
@@ -105,14 +114,17 @@ func NewMembership(included, excluded []string) Membership {
 		return Membership{}
 	}
 	flags := make(map[string]byte, len(included)+len(excluded))
-	for i, refs := range [][]string{excluded, included} {
-		for _, r := range refs {
-			flags[r] = "-+"[i]
-		}
+	for _, r := range excluded {
+		flags[r] = '-'
+	}
+	for _, r := range included {
+		flags[r] = '+'
 	}
 	var buf []byte
 	for _, r := range slices.Sorted(maps.Keys(flags)) {
-		buf = append(binary.AppendUvarint(append(buf, flags[r]), uint64(len(r))), r...)
+		buf = append(buf, flags[r])
+		buf = binary.AppendUvarint(buf, uint64(len(r)))
+		buf = append(buf, r...)
 	}
 	return Membership{unique.Make(string(buf))}
 }
@@ -126,7 +138,8 @@ func (m Membership) All() iter.Seq2[string, bool] {
 		for s := m.h.Value(); len(s) > 0; {
 			n, w := binary.Uvarint([]byte(s[1:min(len(s), 1+binary.MaxVarintLen64)])) // on the stack: no allocation
 			ref, included := s[1+w:1+w+int(n)], s[0] == '+'
-			if s = s[1+w+int(n):]; !yield(ref, included) {
+			s = s[1+w+int(n):]
+			if !yield(ref, included) {
 				return
 			}
 		}

@@ -153,18 +153,20 @@ func (a *app) service(m *metrics.Metrics) (err error) {
 			envs[i].Prefix = redis.DefaultPrefix
 		}
 	}
-	a.svc, err = segments.New(envs,
-		segments.WithCache(a.cfg.CacheSize, a.cfg.CacheTTL),
-		segments.WithPollInterval(a.cfg.StatusPollInterval),
-		segments.WithStaleAfter(a.cfg.StaleAfter),
-		segments.WithLookupTimeout(a.cfg.LookupTimeout),
-		segments.WithReadsInFlight(a.cfg.StoreReadsInFlight),
-		segments.WithReadyRequiresFresh(a.cfg.ReadyRequiresFresh),
-		segments.WithMetadataRead(a.store.readMetadata),
-		segments.WithLogger(a.log),
-		segments.WithErrorCode(a.store.errorCode),
-		segments.WithObserver(func(e *segments.Environment) segments.Observer { return m.Environment(e.Name, e.CacheLen) }),
-	)
+	a.svc, err = segments.New(envs, segments.Config{
+		CacheSize:          a.cfg.CacheSize,
+		CacheTTL:           a.cfg.CacheTTL,
+		NoCache:            a.cfg.CacheSize == 0 || a.cfg.CacheTTL == 0,
+		PollInterval:       a.cfg.StatusPollInterval,
+		StaleAfter:         a.cfg.StaleAfter,
+		LookupTimeout:      a.cfg.LookupTimeout,
+		ReadsInFlight:      a.cfg.StoreReadsInFlight,
+		ReadyRequiresFresh: a.cfg.ReadyRequiresFresh,
+		ReadMetadata:       a.store.readMetadata,
+		Logger:             a.log,
+		ErrorCode:          a.store.errorCode,
+		Observer:           func(e *segments.Environment) segments.Observer { return m.Environment(e.Name, e.CacheLen) },
+	})
 	return err
 }
 

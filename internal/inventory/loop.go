@@ -3,7 +3,7 @@
 // shows, and what alerts watch (a segment that lost half its contexts, a scan that no longer
 // completes).
 //
-// One loop (Loop.Run) scans every environment whose store is a segments.Scanner, one at a time,
+// One loop (Loop.Run) scans every environment whose store is a Scanner, one at a time,
 // at most Settings.ReadsPerSecond contexts a second, and publishes each result on its
 // Environment (SetInventory) and to an Observer (the metrics). Its memory grows with the
 // segments found, never with the contexts. A store that replicas share (a Fleet: Redis,
@@ -64,7 +64,7 @@ type Loop struct {
 // target is one environment the loop scans, and what the loop remembers of it.
 type target struct {
 	env      *segments.Environment
-	sc       segments.Scanner
+	sc       Scanner
 	fleet    Fleet // nil: this replica scans the store alone
 	readOnly bool  // the store refused this replica the lease: it only loads
 	shrunk   int   // of the inventory published
@@ -75,7 +75,7 @@ type target struct {
 func New(envs []*segments.Environment, s Settings, log *slog.Logger, obs Observer) *Loop {
 	l := &Loop{settings: s, log: log, obs: obs, owner: owner(), clock: realClock}
 	for _, e := range envs {
-		if sc, ok := e.Store.(segments.Scanner); ok {
+		if sc, ok := e.Store.(Scanner); ok {
 			fleet, _ := e.Store.(Fleet)
 			l.targets = append(l.targets, &target{env: e, sc: sc, fleet: fleet})
 		}

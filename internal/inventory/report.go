@@ -29,14 +29,14 @@ func Report(ctx context.Context, envs []*segments.Environment, s Settings, out, 
 
 func report(ctx context.Context, envs []*segments.Environment, s Settings, out, progress io.Writer, asJSON bool, c clock) error {
 	for _, e := range envs {
-		if _, ok := e.Store.(segments.Scanner); !ok {
+		if _, ok := e.Store.(Scanner); !ok {
 			return fmt.Errorf("environment %s: its store cannot list its contexts", e.Name)
 		}
 	}
 	records := make([]record, 0, len(envs))
 	for _, e := range envs {
 		m := meter{w: progress, env: e.Name, c: c, start: c.now()}
-		inv, err := scan(ctx, e, e.Store.(segments.Scanner), s.ReadsPerSecond, c, m.update)
+		inv, err := scan(ctx, e, e.Store.(Scanner), s.ReadsPerSecond, c, m.update)
 		m.done(inv.Contexts)
 		if err != nil {
 			return fmt.Errorf("environment %s: %w", e.Name, err)

@@ -11,6 +11,13 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
+// Scanner is a store that can list every context it holds, for the inventory.
+type Scanner interface {
+	// Scan calls each once for every context stored (its hash and both its sets), a page of
+	// reads at a time, holding no connection while each runs; it stops at each's first error.
+	Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error
+}
+
 // callTimeout bounds each call the inventory makes outside a scan's pages (a metadata read, a
 // lease, a save or a load of the stored result); the pages are bounded by the store itself.
 const callTimeout = 10 * time.Second
@@ -116,7 +123,7 @@ var realClock = clock{now: time.Now, sleep: sleep}
 // scan counts every context of env's store at most rate a second, calling progress (if not nil)
 // with the contexts read so far after each. The result is complete, with the store's cursor at
 // its start and finish; its Segments are every ref found.
-func scan(ctx context.Context, env *segments.Environment, sc segments.Scanner, rate int, c clock, progress func(int64)) (segments.Inventory, error) {
+func scan(ctx context.Context, env *segments.Environment, sc Scanner, rate int, c clock, progress func(int64)) (segments.Inventory, error) {
 	inv := segments.Inventory{StartedAt: c.now()}
 	var err error
 	if inv.CursorStart, err = cursor(ctx, env); err != nil {
