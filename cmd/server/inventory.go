@@ -32,7 +32,7 @@ func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr
 		return err
 	}
 	defer store.close()
-	svc, err := segments.New(store.envs, segments.WithLogger(log))
+	svc, err := segments.New(store.envs, segments.Config{Logger: log})
 	if err != nil {
 		return err
 	}
