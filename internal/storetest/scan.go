@@ -11,8 +11,13 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
+// Scanner is a store that can list every context it holds, as the inventory scans it.
+type Scanner interface {
+	Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error
+}
+
 // NewScanner returns a store holding seed and nothing else, that can scan itself.
-type NewScanner func(t *testing.T, seed Seed) segments.Scanner
+type NewScanner func(t *testing.T, seed Seed) Scanner
 
 // ScanSeed is a seed of n contexts besides Run's three (one in both sets of a ref, one with
 // excluded refs only): a third included only, a third excluded only, a third in both, over a
@@ -64,7 +69,9 @@ func RunScan(t *testing.T, newStore NewScanner) {
 		if !errors.Is(err, stop) || calls != 3 {
 			t.Errorf("Scan = %v after %d calls, want each's error after 3", err, calls)
 		}
-		if d, ok := store.(segments.Describer); ok {
+		if d, ok := store.(interface {
+			Describe(string) segments.StoreView
+		}); ok {
 			if v := d.Describe(""); len(v.Keys) != 0 {
 				t.Errorf(`Describe("") names keys %q, want none`, v.Keys)
 			}
@@ -73,7 +80,7 @@ func RunScan(t *testing.T, newStore NewScanner) {
 }
 
 // Scanned is what a scan of store emits, by hash; a context emitted twice fails the test.
-func Scanned(t testing.TB, store segments.Scanner) map[string]map[string]bool {
+func Scanned(t testing.TB, store Scanner) map[string]map[string]bool {
 	t.Helper()
 	got := map[string]map[string]bool{}
 	err := store.Scan(context.Background(), func(hash string, m segments.Membership) error {

@@ -17,12 +17,7 @@ import (
 // memory at once, whatever the number of contexts stored.
 const scanPage = 100
 
-var (
-	_ segments.Scanner   = (*Store)(nil)
-	_ segments.Describer = (*Store)(nil)
-)
-
-// Scan implements segments.Scanner with a Query of the contexts' namespace, a page of 100
+// Scan is the inventory's scan with a Query of the contexts' namespace, a page of 100
 // items at a time (each next page starting after the last key of the one before), strongly
 // consistent unless WithConsistentRead(false), asking for the capacity consumed (ReadUnits
 // adds it up). Each item is one context, emitted once with both its sets; an item with neither
@@ -121,7 +116,7 @@ func (s *Store) addReadUnits(c *types.ConsumedCapacity) {
 // against how often it runs (a caller subtracts the value before a scan from the value after).
 func (s *Store) ReadUnits() float64 { return math.Float64frombits(s.readUnits.Load()) }
 
-// Describe implements segments.Describer: the table, the prefix ("" for none), and the one
+// Describe is how explain and /status name the store: the table, the prefix ("" for none), and the one
 // item a read of hash reads, as "namespace/key".
 func (s *Store) Describe(hash string) segments.StoreView {
 	v := segments.StoreView{Kind: "dynamodb", Prefix: s.prefix, Table: s.table}

@@ -23,7 +23,7 @@ import (
 func TestScanContract(t *testing.T) {
 	t.Run("prefix", func(t *testing.T) {
 		c, table := moto(t)
-		storetest.RunScan(t, func(t *testing.T, s storetest.Seed) segments.Scanner {
+		storetest.RunScan(t, func(t *testing.T, s storetest.Seed) storetest.Scanner {
 			p := prefix(t)
 			seed(t, c, table, p, s)
 			return dynamodb.New(c, table, p)
@@ -31,7 +31,7 @@ func TestScanContract(t *testing.T) {
 	})
 	t.Run("no prefix", func(t *testing.T) {
 		c := dynamotest.Client(t, dynamotest.Shared(t).URL)
-		storetest.RunScan(t, func(t *testing.T, s storetest.Seed) segments.Scanner {
+		storetest.RunScan(t, func(t *testing.T, s storetest.Seed) storetest.Scanner {
 			table := dynamotest.Table(t, c)
 			seed(t, c, table, "", s)
 			return dynamodb.New(c, table, dynamodb.DefaultPrefix)

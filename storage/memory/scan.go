@@ -10,12 +10,7 @@ import (
 // scanPage is how many contexts a scan emits between two checks of its context.
 const scanPage = 100
 
-var (
-	_ segments.Scanner   = (*Store)(nil)
-	_ segments.Describer = (*Store)(nil)
-)
-
-// Scan implements segments.Scanner over the snapshot held when it starts (a Replace meanwhile
+// Scan is the inventory's scan over the snapshot held when it starts (a Replace meanwhile
 // is seen by the next scan), in no particular order: every context with refs, once. It holds
 // nothing that reads or Replace wait for, and gives up when ctx ends, between two pages.
 func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error {
@@ -36,5 +31,5 @@ func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Memb
 	return nil
 }
 
-// Describe implements segments.Describer: the embedded store has no prefix and no keys.
+// Describe is how explain and /status name the store: the embedded store has no prefix and no keys.
 func (s *Store) Describe(string) segments.StoreView { return segments.StoreView{Kind: "embedded"} }

@@ -23,7 +23,7 @@ func fixtureOf(seed storetest.Seed) *fixture.Fixture {
 }
 
 func TestScanContract(t *testing.T) {
-	storetest.RunScan(t, func(t *testing.T, seed storetest.Seed) segments.Scanner {
+	storetest.RunScan(t, func(t *testing.T, seed storetest.Seed) storetest.Scanner {
 		return memory.New(fixtureOf(seed), time.Now)
 	})
 }

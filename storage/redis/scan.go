@@ -16,18 +16,13 @@ import (
 // SCAN): what a scan holds in memory at once, whatever the number of contexts stored.
 const scanPage = 100
 
-var (
-	_ segments.Scanner   = (*Store)(nil)
-	_ segments.Describer = (*Store)(nil)
-)
-
 // keyScanner is a client SCAN can be sent to: a standalone server, Sentinel's master, or one
 // master of a cluster.
 type keyScanner interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *goredis.ScanCmd
 }
 
-// Scan implements segments.Scanner in two passes over every master (the server itself, or
+// Scan is the inventory's scan in two passes over every master (the server itself, or
 // every master of a cluster, one after another): SCAN the include keys, and read both sets of
 // each context found, a page of contexts per pipeline; then SCAN the exclude keys, and read
 // those of contexts with no include key (EXISTS), which the first pass did not see. Each
@@ -194,7 +189,7 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// Describe implements segments.Describer: the store's prefix, and the two keys a read of hash
+// Describe is how explain and /status name the store: the store's prefix, and the two keys a read of hash
 // reads (the include set, then the exclude set).
 func (s *Store) Describe(hash string) segments.StoreView {
 	v := segments.StoreView{Kind: "redis", Prefix: s.prefix}

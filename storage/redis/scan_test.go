@@ -20,7 +20,7 @@ import (
 
 func TestScanContract(t *testing.T) {
 	c := redistest.Client(t)
-	storetest.RunScan(t, func(t *testing.T, s storetest.Seed) segments.Scanner {
+	storetest.RunScan(t, func(t *testing.T, s storetest.Seed) storetest.Scanner {
 		store := redis.New(c, redistest.Prefix(t, c))
 		seed(t, c, store, s)
 		return store
@@ -34,7 +34,7 @@ func TestScanCluster(t *testing.T) {
 	client := cluster.Client(t)
 	for _, tagged := range []bool{false, true} {
 		t.Run(fmt.Sprint("hash-tagged=", tagged), func(t *testing.T) {
-			storetest.RunScan(t, func(t *testing.T, s storetest.Seed) segments.Scanner {
+			storetest.RunScan(t, func(t *testing.T, s storetest.Seed) storetest.Scanner {
 				prefix := redistest.Prefix(t, client)
 				if tagged {
 					prefix = "{" + prefix + "}"
@@ -54,7 +54,7 @@ func TestScanSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	storetest.RunScan(t, func(t *testing.T, s storetest.Seed) segments.Scanner {
+	storetest.RunScan(t, func(t *testing.T, s storetest.Seed) storetest.Scanner {
 		store := redis.New(client, redistest.Prefix(t, client))
 		seed(t, client, store, s)
 		return store
