@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/settings"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/segments"
@@ -216,7 +217,7 @@ func (c config) validate() error {
 	if _, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateTLS()...)
+	errs = append(errs, auth.CheckTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.MetricsTLS, c.MetricsAddr)...)
 	errs = append(errs, c.validateStores()...)
 	return errors.Join(errs...)
 }
@@ -332,21 +333,6 @@ func (c config) environmentPrefix(name string) (string, error) {
 		return "", fmt.Errorf("load: several environments are configured: give --environment, one of %s", strings.Join(names, ", "))
 	}
 	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
-}
-
-// validateTLS checks the settings of the HTTP listeners' TLS.
-func (c config) validateTLS() []error {
-	var errs []error
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		errs = append(errs, errors.New("BIGSEG_TLS_CERT_FILE and BIGSEG_TLS_KEY_FILE go together"))
-	}
-	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
-		errs = append(errs, errors.New("BIGSEG_TLS_CLIENT_CA_FILE is set without BIGSEG_TLS_CERT_FILE: mutual TLS needs TLS"))
-	}
-	if c.MetricsTLS && (c.TLSCertFile == "" || c.MetricsAddr == "") {
-		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
-	}
-	return errs
 }
 
 // parseLevel is the log level a BIGSEG_LOG_LEVEL names.
