@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/settings"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/segments"
@@ -190,7 +191,7 @@ var removed = map[string]string{
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
-// validate checks every setting at once; Redis's are checked by validateRedis.
+// validate checks every setting at once.
 func (c config) validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
@@ -216,16 +217,20 @@ func (c config) validate() error {
 	if _, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateTLS()...)
-	errs = append(errs, c.validateRedis()...)
-	errs = append(errs, c.validateDynamoDB()...)
+	errs = append(errs, auth.CheckTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.MetricsTLS, c.MetricsAddr)...)
+	errs = append(errs, c.validateStores()...)
 	return errors.Join(errs...)
 }
 
-// noStore refuses a configuration with no store: served, it would answer "no membership" for
+// needStore refuses a configuration with no store: served, it would answer "no membership" for
 // every context while healthy and ready.
-const noStore = "no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
-	"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store"
+func needStore(c config) error {
+	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
+		return errors.New("no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
+			"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store")
+	}
+	return nil
+}
 
 // validateTimeouts refuses timeouts that cannot hold together. A response must be written
 // within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
@@ -330,21 +335,6 @@ func (c config) environmentPrefix(name string) (string, error) {
 	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
 }
 
-// validateTLS checks the settings of the HTTP listeners' TLS.
-func (c config) validateTLS() []error {
-	var errs []error
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		errs = append(errs, errors.New("BIGSEG_TLS_CERT_FILE and BIGSEG_TLS_KEY_FILE go together"))
-	}
-	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
-		errs = append(errs, errors.New("BIGSEG_TLS_CLIENT_CA_FILE is set without BIGSEG_TLS_CERT_FILE: mutual TLS needs TLS"))
-	}
-	if c.MetricsTLS && (c.TLSCertFile == "" || c.MetricsAddr == "") {
-		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
-	}
-	return errs
-}
-
 // parseLevel is the log level a BIGSEG_LOG_LEVEL names.
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
@@ -361,6 +351,7 @@ func usage(w io.Writer) error {
 		"  server                                      serve HTTP, configured by the environment below\n"+
 		"  server load [--replace] [--dry-run] [--environment E] F\n"+
 		"                                              write fixture file F into the configured Redis or DynamoDB table\n"+
+		"  server inventory [--environment E] [--json] count each segment's contexts in the store, once\n"+
 		"  server healthcheck [--url URL]              exit 0 if the local server answers /livez\n"+
 		"  server -version                             print the version\n"+
 		"  server -h                                   this help\n\n")

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -45,8 +46,12 @@ func exported(t *testing.T) map[string]map[string]bool {
 			}
 		}
 	}
-	add(start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": "bigsegtest:deploy:nothing",
-		"BIGSEG_RESP_ADDR": "127.0.0.1:0"}))
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"seg.g1"}, nil}}, time.Now()) // a segment, for the inventory's series
+	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix, "BIGSEG_RESP_ADDR": "127.0.0.1:0"})
+	waitFor(t, "the first inventory scan", func() bool { return inventoryOf(t, srv).Scan.State == "complete" })
+	add(srv)
 	_, table := dynamoTable(t)
 	dynamotest.Env(t, dynamotest.Shared(t).URL)
 	add(start(t, map[string]string{"BIGSEG_DYNAMODB_TABLE": table}))

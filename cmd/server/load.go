@@ -14,8 +14,7 @@ import (
 )
 
 // load runs "server load [--replace] [--dry-run] FILE": it writes a fixture into the configured
-// Redis or DynamoDB table (see fixture.Load), printing its progress to stderr by now and a
-// summary to stdout. The whole file is checked before anything is written.
+// Redis or DynamoDB table (fixture.LoadFile), its progress to stderr, a summary to stdout.
 func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer, now func() time.Time) error {
 	opts, envName, file, err := parseLoadArgs(args, stderr)
 	if err != nil {
@@ -25,58 +24,37 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	if !cfg.hasRedis() && !cfg.hasDynamoDB() {
+	report := fixture.Report{W: stderr, Now: now, Unit: "sets", DryRun: opts.DryRun}
+	open := func(f *fixture.Fixture) (fixture.Loader, func(), error) {
+		ro, err := cfg.redisOptions()
+		if err != nil {
+			return nil, nil, err
+		}
+		client, err := redis.NewClient(ro)
+		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
+			len(f.Contexts), file, ro.Topology(), ro.Addrs(), prefix)
+		return redis.New(client, prefix), func() { client.Close() }, nil
+	}
+	switch {
+	case cfg.hasDynamoDB():
+		report.Unit = "items"
+		open = func(f *fixture.Fixture) (fixture.Loader, func(), error) {
+			// Throttling is retried longer than lookups do: a bulk write should slow down, not fail.
+			client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{MaxAttempts: 10, MaxBackoff: 2 * time.Second})
+			if err != nil {
+				return nil, nil, err
+			}
+			fmt.Fprintf(stderr, "loading %d contexts from %s into DynamoDB table %s (region %s) under prefix %q\n",
+				len(f.Contexts), file, cfg.DynamoDBTable, client.Region(), prefix)
+			return dynamodb.New(client, cfg.DynamoDBTable, prefix), client.Close, nil
+		}
+	case !cfg.hasRedis():
 		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL or BIGSEG_DYNAMODB_TABLE")
 	}
-	report := fixture.Report{W: stderr, Now: now, Unit: "sets", DryRun: opts.DryRun}
-	f, err := fixture.ReadFileContext(ctx, file, fixture.WithProgress(report.Reading(file)))
-	if err != nil {
-		return fmt.Errorf("load: %w", err)
-	}
-	opts.SynchronizedOn, opts.Cursor, opts.Progress = now(), f.Cursor, report.Loading()
-	if f.SynchronizedOn != nil {
-		opts.SynchronizedOn = *f.SynchronizedOn // the zero time, for 0: never synchronized
-	}
-	into := loadRedis
-	if cfg.hasDynamoDB() {
-		into, report.Unit = loadDynamoDB, "items"
-		opts.Progress = report.Loading()
-	}
-	st, err := into(ctx, cfg, prefix, f, file, opts, stderr)
-	if err != nil {
-		return fmt.Errorf("load: after %d contexts: %w", st.Contexts, err)
-	}
-	report.Summary(stdout, st, f.Cursor)
-	return nil
-}
-
-// loadRedis loads f into the configured Redis under prefix.
-func loadRedis(ctx context.Context, cfg config, prefix string, f *fixture.Fixture, file string, opts fixture.LoadOptions, stderr io.Writer) (fixture.LoadStats, error) {
-	ro, err := cfg.redisOptions()
-	if err != nil {
-		return fixture.LoadStats{}, err
-	}
-	client, err := redis.NewClient(ro)
-	if err != nil {
-		return fixture.LoadStats{}, err
-	}
-	defer client.Close()
-	fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
-		len(f.Contexts), file, ro.Topology(), ro.Addrs(), prefix)
-	return redis.New(client, prefix).Load(ctx, f.Contexts, opts)
-}
-
-// loadDynamoDB loads f into the table of BIGSEG_DYNAMODB_TABLE under prefix, retrying
-// throttling longer than lookups do: a bulk write should slow down, not fail.
-func loadDynamoDB(ctx context.Context, cfg config, prefix string, f *fixture.Fixture, file string, opts fixture.LoadOptions, stderr io.Writer) (fixture.LoadStats, error) {
-	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{MaxAttempts: 10, MaxBackoff: 2 * time.Second})
-	if err != nil {
-		return fixture.LoadStats{}, err
-	}
-	defer client.Close()
-	fmt.Fprintf(stderr, "loading %d contexts from %s into DynamoDB table %s (region %s) under prefix %q\n",
-		len(f.Contexts), file, cfg.DynamoDBTable, client.Region(), prefix)
-	return dynamodb.New(client, cfg.DynamoDBTable, prefix).Load(ctx, f.Contexts, opts)
+	return fixture.LoadFile(ctx, file, opts, report, stdout, open)
 }
 
 // parseLoadArgs reads load's flags, wherever they are among its arguments, and its one file.

@@ -6,6 +6,8 @@
 //	server -version             print the version
 //	server load [--replace] F   write fixture file F into the configured Redis or DynamoDB table
 //	                            (--dry-run: say what it would change, and change nothing)
+//	server inventory            count each segment's contexts in the store, once
+//	                            (--environment NAME: one environment; --json: as JSON)
 //	server healthcheck          exit 0 if the local server answers /livez
 package main
 
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdout, "bigseg", version())
 		return nil
-	case "", "load", "healthcheck":
+	case "", "load", "healthcheck", "inventory":
 	default:
 		return fmt.Errorf("unknown command %q (try -h)", cmd)
 	}
@@ -93,11 +95,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		}()
 		err = load(ctx, args[2:], cfg, stdout, stderr, time.Now)
-	case "healthcheck":
-		err = healthcheck(ctx, args[2:], cfg, stdout, stderr)
+	case "healthcheck": // needs no store
+		err = runHealthcheck(ctx, args[2:], cfg, stdout, stderr)
+	case "inventory":
+		if err = needStore(cfg); err == nil {
+			err = runInventory(ctx, args[2:], cfg, stdout, stderr)
+		}
 	default:
-		if !cfg.hasRedis() && !cfg.hasDynamoDB() && cfg.SeedFile == "" { // healthcheck needs none
-			return errors.New(noStore)
+		if err := needStore(cfg); err != nil {
+			return err
 		}
 		return serve(ctx, signals, cfg, stderr)
 	}

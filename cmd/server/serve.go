@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +23,9 @@ import (
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/inventory"
 	"github.com/bigseg/bigseg/internal/limit"
+	"github.com/bigseg/bigseg/internal/shutdown"
 	"github.com/bigseg/bigseg/internal/telemetry"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
@@ -56,6 +57,7 @@ type app struct {
 	certs  *auth.Certificates   // the listeners' TLS files, when configured
 	tokens *auth.Tokens         // the bearer tokens accepted, if any
 	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
+	inv    *inventory.Loop      // the store inventory's scans
 	stop   chan struct{}        // closed when the server shuts down: status streams end
 }
 
@@ -94,6 +96,8 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
+	a.inv = inventory.New(a.svc.Environments(), inventory.Settings{Interval: cfg.InventoryInterval, ReadsPerSecond: cfg.InventoryReadsPerSecond},
+		log, m.Inventory(cfg.InventoryInterval, cfg.InventoryMaxSegments))
 	if cfg.TLSCertFile != "" {
 		if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
 			return nil, err
@@ -239,8 +243,8 @@ func (a *app) listenOps(metricsHandler http.Handler) error {
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
 // the API tokens, the TLS files and the embedded store. The listeners live and die together:
 // the first to fail ends run, which shuts the others down and returns its error. The status
-// poller and the loops that re-read the tokens and TLS files run in the same group, and stop
-// once the listeners have (the poller serves the drain).
+// poller, the loops that re-read the tokens and TLS files and the inventory's run in the same
+// group, and stop once the listeners have (the poller serves the drain).
 func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
@@ -248,9 +252,10 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	group.Go(func() error { return a.svc.Run(loopCtx) })
 	group.Go(func() error { return a.tokens.Run(loopCtx) })
 	group.Go(func() error { return a.certs.Run(loopCtx) })
-	group.Go(func() error { return served("API", a.srv, a.ln) })
+	group.Go(func() error { return a.inv.Run(loopCtx) })
+	group.Go(func() error { return shutdown.Serve("API", a.srv, a.ln) })
 	if a.ops != nil {
-		group.Go(func() error { return served(a.ops.name, a.ops.http, a.ops.ln) })
+		group.Go(func() error { return shutdown.Serve(a.ops.name, a.ops.http, a.ops.ln) })
 		a.log.Info("side listener", "for", a.ops.name, "addr", a.ops.ln.Addr().String(), "tls", a.cfg.MetricsTLS)
 	}
 	var prefixes []string
@@ -258,51 +263,17 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		prefixes = append(prefixes, e.Prefix)
 	}
 	if a.resp != nil {
-		group.Go(func() error { return servedErr(a.resp.name, a.resp.resp.Serve(a.resp.ln)) })
+		group.Go(func() error { return shutdown.Served(a.resp.name, a.resp.resp.Serve(a.resp.ln)) })
 		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
 		"environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
 		"lookupTimeout", a.cfg.LookupTimeout.String())
-	delay := a.cfg.ShutdownDelay
-	for done := false; !done; {
-		select {
-		case <-failed.Done(): // a listener failed: no load balancer is worth waiting for
-			delay, done = 0, true
-		case <-ctx.Done():
-			done = true
-		case sig := <-signals:
-			switch sig {
-			case syscall.SIGHUP:
-				a.reload()
-			case os.Interrupt: // Ctrl-C in a terminal: no load balancer to wait for
-				delay, done = 0, true
-			default:
-				done = true
-			}
-		}
-	}
+	delay := shutdown.Wait(ctx, signals, failed.Done(), a.cfg.ShutdownDelay, a.reload)
 	shutdownErr := a.shutdown(signals, failed, delay)
 	stopLoops()
 	return errors.Join(group.Wait(), shutdownErr)
-}
-
-// served serves srv on ln, with TLS when srv has a TLS config, until it is shut down.
-func served(name string, srv *http.Server, ln net.Listener) error {
-	if srv.TLSConfig != nil {
-		return servedErr(name, srv.ServeTLS(ln, "", ""))
-	}
-	return servedErr(name, srv.Serve(ln))
-}
-
-// servedErr is what a listener's Serve returning tells run: nil once it was shut down, else
-// its error, naming it.
-func servedErr(name string, err error) error {
-	if err == nil || errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return fmt.Errorf("%s listener: %w", name, err)
 }
 
 // reload reads the API tokens file and the TLS files again, if any, and the embedded store's
@@ -331,7 +302,9 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	a.svc.Drain()
 	if delay > 0 {
 		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
-		a.wait(signals, failed, delay)
+		if shutdown.Delay(signals, failed.Done(), delay) {
+			a.log.Info("shutting down: delay cut short by a second signal")
+		}
 	}
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
@@ -361,26 +334,6 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 		a.log.Info("stopped")
 	}
 	return err
-}
-
-// wait waits out the shutdown delay, unless a second SIGTERM or SIGINT, or a listener's
-// failure, ends it first.
-func (a *app) wait(signals <-chan os.Signal, failed context.Context, delay time.Duration) {
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			return
-		case <-failed.Done():
-			return
-		case sig := <-signals:
-			if sig != syscall.SIGHUP {
-				a.log.Info("shutting down: delay cut short by a second signal")
-				return
-			}
-		}
-	}
 }
 
 // close releases what newApp opened and run did not (run closes every listener it served):

@@ -61,10 +61,10 @@ func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *
 	opts.TracerProvider = tp
 	client, err := redis.NewClient(opts)
 	if err != nil {
-		return openedStore{}, fmt.Errorf("%s: %w", cfg.redisTopologies()[0], err)
+		return openedStore{}, fmt.Errorf("%s: %w", opts.URLSettings()[0], err)
 	}
 	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
-		"tls", cfg.redisTLS(), "prefixes", prefixes)
+		"tls", opts.TLSOn(), "prefixes", prefixes)
 	rs := redis.NewStores(client, prefixes...)
 	for i := range envs {
 		envs[i].Store = rs[i]

@@ -119,6 +119,7 @@ type release struct {
 	kinds          []string        // "Kind/name" of each object, same order
 	deployment     *appsv1.Deployment
 	settings       *corev1.ConfigMap // the ConfigMap the container's envFrom reads
+	scanner        *release          // inventory.scanner's Deployment and ConfigMap, if rendered
 	dashboard      *corev1.ConfigMap // the Grafana dashboard, if rendered
 	service        *corev1.Service
 	serviceAccount *corev1.ServiceAccount
@@ -135,6 +136,7 @@ type release struct {
 func decode(manifest string) (*release, error) {
 	r := &release{}
 	var configMaps []*corev1.ConfigMap
+	var deployments []*appsv1.Deployment
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
 	for {
 		doc, err := reader.Read()
@@ -157,11 +159,9 @@ func decode(manifest string) (*release, error) {
 		var obj metav1.Object
 		switch tm.APIVersion + " " + tm.Kind {
 		case "apps/v1 Deployment":
-			if r.deployment != nil {
-				return nil, errors.New("two Deployments")
-			}
-			r.deployment = &appsv1.Deployment{}
-			obj = r.deployment
+			d := &appsv1.Deployment{}
+			deployments = append(deployments, d)
+			obj = d
 		case "v1 ConfigMap":
 			cm := &corev1.ConfigMap{}
 			configMaps = append(configMaps, cm)
@@ -199,30 +199,45 @@ func decode(manifest string) (*release, error) {
 		r.objects = append(r.objects, obj)
 		r.kinds = append(r.kinds, tm.Kind+"/"+obj.GetName())
 	}
+	for _, d := range deployments {
+		switch {
+		case strings.HasSuffix(d.Name, "-inventory-scanner") && r.scanner == nil:
+			r.scanner = &release{deployment: d}
+		case r.deployment == nil:
+			r.deployment = d
+		default:
+			return nil, errors.New("two Deployments")
+		}
+	}
 	if r.deployment == nil {
 		return nil, errors.New("no Deployment")
 	}
-	if len(r.deployment.Spec.Template.Spec.Containers) != 1 {
-		return nil, fmt.Errorf("the Deployment has %d containers, want 1", len(r.deployment.Spec.Template.Spec.Containers))
-	}
-	envFrom := map[string]bool{}
-	for _, ef := range r.container().EnvFrom {
-		if ef.ConfigMapRef != nil {
-			envFrom[ef.ConfigMapRef.Name] = true
+	envFrom := map[string]*release{}
+	for _, d := range []*release{r, r.scanner} {
+		if d == nil {
+			continue
+		}
+		if len(d.pod().Containers) != 1 {
+			return nil, fmt.Errorf("the Deployment %s has %d containers, want 1", d.deployment.Name, len(d.pod().Containers))
+		}
+		for _, ef := range d.container().EnvFrom {
+			if ef.ConfigMapRef != nil {
+				envFrom[ef.ConfigMapRef.Name] = d
+			}
 		}
 	}
 	for _, cm := range configMaps {
 		switch {
-		case envFrom[cm.Name]:
-			r.settings = cm
+		case envFrom[cm.Name] != nil:
+			envFrom[cm.Name].settings = cm
 		case cm.Data["bigseg.json"] != "":
 			r.dashboard = cm
 		default:
 			return nil, fmt.Errorf("ConfigMap %s: neither the container's settings nor the dashboard", cm.Name)
 		}
 	}
-	if r.settings == nil {
-		return nil, errors.New("the container reads no rendered ConfigMap")
+	if r.settings == nil || r.scanner != nil && r.scanner.settings == nil {
+		return nil, errors.New("a container reads no rendered ConfigMap")
 	}
 	return r, nil
 }

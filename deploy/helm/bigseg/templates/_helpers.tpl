@@ -21,8 +21,11 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{- /* The scanner's pods (.scanner) have a name of their own: no Service, PodDisruptionBudget
+or autoscaler of the servers counts them, and neither Deployment's selector overlaps the
+other's. */ -}}
 {{- define "bigseg.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "bigseg.name" . }}
+app.kubernetes.io/name: {{ include "bigseg.name" . }}{{ if .scanner }}-inventory-scanner{{ end }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
@@ -30,7 +33,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ include "bigseg.chart" . }}
 {{ include "bigseg.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
-app.kubernetes.io/component: server
+app.kubernetes.io/component: {{ if .scanner }}inventory-scanner{{ else }}server{{ end }}
 app.kubernetes.io/part-of: bigseg
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
@@ -193,6 +196,11 @@ checking the values. The ConfigMap holds exactly this.
 {{- $_ := set $env "BIGSEG_ADDR" (printf ":%d" (int .Values.ports.http)) }}
 {{- $_ = set $env "BIGSEG_METRICS_ADDR" (printf ":%d" (int .Values.ports.metrics)) }}
 {{- $_ = set $env "BIGSEG_SHUTDOWN_DELAY" .Values.shutdown.delay }}
+{{- with .Values.inventory }}
+{{- $_ = set $env "BIGSEG_INVENTORY_INTERVAL" (toString .interval) }}
+{{- $_ = set $env "BIGSEG_INVENTORY_READS_PER_SECOND" (printf "%d" (int64 .readsPerSecond)) }}
+{{- $_ = set $env "BIGSEG_INVENTORY_MAX_SEGMENTS" (printf "%d" (int64 .maxSegments)) }}
+{{- end }}
 {{- with include "bigseg.environments" . }}{{ $_ = set $env "BIGSEG_ENVIRONMENTS" . }}{{ end }}
 {{- if .Values.resp.enabled }}
 {{- $_ = set $env "BIGSEG_RESP_ADDR" (printf ":%d" (int .Values.ports.resp)) }}
@@ -290,7 +298,10 @@ the value at fault.
   "BIGSEG_ENVIRONMENTS" "environments"
   "BIGSEG_RESP_ADDR" "resp.enabled and ports.resp"
   "BIGSEG_DYNAMODB_TABLE" "dynamodb.table"
-  "BIGSEG_DYNAMODB_CONSISTENT_READ" "dynamodb.consistentRead" }}
+  "BIGSEG_DYNAMODB_CONSISTENT_READ" "dynamodb.consistentRead"
+  "BIGSEG_INVENTORY_INTERVAL" "inventory.interval"
+  "BIGSEG_INVENTORY_READS_PER_SECOND" "inventory.readsPerSecond"
+  "BIGSEG_INVENTORY_MAX_SEGMENTS" "inventory.maxSegments" }}
 {{- $inClear := dict "BIGSEG_API_TOKENS" "apiTokens.secretName" }}
 {{- range $k, $v := .Values.config }}
 {{- if hasKey $inClear $k }}

@@ -1,0 +1,23 @@
+package auth_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bigseg/bigseg/internal/auth"
+)
+
+// CheckTLS names every setting at fault, all at once.
+func TestCheckTLS(t *testing.T) {
+	if errs := auth.CheckTLS("c.pem", "k.pem", "ca.pem", true, ":9090"); len(errs) != 0 {
+		t.Errorf("a whole configuration: %v", errs)
+	}
+	err := errors.Join(auth.CheckTLS("", "k.pem", "ca.pem", true, "")...)
+	for _, want := range []string{"BIGSEG_TLS_CERT_FILE and BIGSEG_TLS_KEY_FILE go together",
+		"BIGSEG_TLS_CLIENT_CA_FILE is set without BIGSEG_TLS_CERT_FILE", "BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v; want %q in it", err, want)
+		}
+	}
+}
