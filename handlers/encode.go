@@ -32,7 +32,7 @@ const flushSize = 32 << 10
 // smallAnswer is the size up to which net/http sets Content-Length itself.
 const smallAnswer = 2048
 
-// storeErrorMessage is what callers see of a failed read; the cause is logged.
+// storeErrorMessage is what lookups' callers see of a failed read; explain gives its cause.
 const storeErrorMessage = "the Big Segment store could not be read"
 
 // encoder writes lookups' answers by hand (the hot path, of a fixed shape, where encoding/json

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/bigseg/bigseg/segments"
@@ -146,14 +145,6 @@ func (e *encoder) explainRest(x segments.Explanation) {
 	e.raw("}")
 }
 
-// explainError is what an explanation says of a failed read: its kind, never its text (the
-// log has it, by hash), which may name hosts.
-func explainError(err error) string {
-	switch {
-	case errors.Is(err, segments.ErrInvalidData):
-		return "the store holds data for this context that cannot be answered (" + segments.ErrInvalidData.Error() + "): the server's log has the detail"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "the store did not answer within the lookup timeout"
-	}
-	return storeErrorMessage + ": the server's log has the cause"
-}
+// explainError is what an explanation says of a failed read: its error, as /status says the
+// poll's (the stores' errors quote no password: storage/redis redacts its URLs).
+func explainError(err error) string { return err.Error() }

@@ -76,8 +76,11 @@
 // semaphore, waiting for it in that context: a caller that has gone takes no slot, and misses
 // whose callers hang up cost the store nothing. If that first caller goes before its read is
 // done, the read is abandoned, and each caller still waiting reads again itself (the first of
-// them for the others) rather than failing. Each caller waits only as long as its own context
-// lasts; past the lookup timeout it answers StoreError, never a late success.
+// them for the others) rather than failing. The read runs on the first caller's goroutine
+// (singleflight's Do: a goroutine of its own would grow its stack inside the store client at
+// every miss, 44,000 instructions a cold lookup), so a waiter whose own caller has gone waits
+// on for that read, at most the lookup timeout; past the lookup timeout every caller answers
+// StoreError, never a late success.
 //
 // LookupBatch reads all of a batch's misses in one store call (a context asked for twice is
 // read once), after taking a slot of the semaphore like a single read. Batches take at most

@@ -250,7 +250,8 @@ type Explanation struct {
 }
 
 // Explain reads hash from the store, bypassing the cache and not filling it, bounded as a
-// lookup is: within the lookup timeout, holding a read slot.
+// batch is: within the lookup timeout, holding a read slot of the batches' half, so that
+// explains, however many, leave lookups' misses slots of their own.
 func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
@@ -259,7 +260,7 @@ func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
 	if _, m, hit := e.get(hash); hit {
 		x.Cached = &m
 	}
-	if r := e.readStore(ctx, []string{hash}, e.slots)[0]; r.Err != nil {
+	if r := e.readStore(ctx, []string{hash}, e.batchSlots, e.slots)[0]; r.Err != nil {
 		x.Answer.Status, x.Answer.Err = StoreError, r.Err
 	} else {
 		x.Answer.Membership = r.Membership

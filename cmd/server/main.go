@@ -33,12 +33,12 @@ import (
 // heaps of a cache of a few thousand contexts this spaces the cycles as they were before the
 // AWS SDK's and OpenTelemetry's package variables (1.9 MB) came to be marked at each one.
 // Never written, it takes no RSS itself, though up to 8 MiB more garbage may wait between
-// cycles. Not made when GOGC is set: Go's own settings then hold.
+// cycles. Not made when GOGC or GOMEMLIMIT is set: Go's own settings then hold.
 // BENCHMARKS.md has its measured effect.
 var gcBallast []byte
 
 func main() {
-	if os.Getenv("GOGC") == "" {
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		gcBallast = make([]byte, 8<<20)
 	}
 	// go-redis has one logger per process; it logs at debug level only.
