@@ -54,10 +54,12 @@
 // shared evenly by the environments) is kept by a pair of go-caches: new entries go into the
 // young one; an entry that would take it past half the bound first makes it the old one,
 // dropping the previous old one whole; a hit in the old one is copied into the young one.
-// Config.NoCache turns the cache off. Every operation is O(1), the cache never holds more than its bound, and a context
-// looked up at least once per half-bound of new entries stays cached until its TTL, however
-// many one-off contexts pass through. go-cache's own expiry reads time.Now, which tests cannot
-// move, so it is off and entries carry their expiry on the injected clock.
+// Config.NoCache turns the cache off. Every operation is O(1), the cache never holds more than
+// its bound, and a context looked up at least once per half-bound of new entries stays cached
+// until its TTL, however many one-off contexts pass through. go-cache's own expiry reads
+// time.Now, which tests cannot move, so it is off and entries carry their expiry on the
+// injected clock. The environment's lock guards which go-caches are the pair; each go-cache's
+// own lock guards its entries, so a hit reads them after letting the environment's lock go.
 //
 // Invalidation is by generation. The Relay Proxy applies every change in one transaction that
 // also sets the store's cursor. When a poll finds a new cursor, the environment replaces its

@@ -19,7 +19,8 @@ import (
 const cursorTTL = time.Hour
 
 // Environment is one environment served: its name (in routes, tokens' scopes and metrics),
-// the key prefix of its data and its store. New makes it part of a Service.
+// the key prefix of its data and its store. New makes it part of a Service; the three are
+// read-only from then on.
 type Environment struct {
 	Name   string
 	Prefix string // the prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
@@ -249,9 +250,9 @@ type Explanation struct {
 	Status StoreStatus // the environment's last polled status
 }
 
-// Explain reads hash from the store, bypassing the cache and not filling it, bounded as a
-// batch is: within the lookup timeout, holding a read slot of the batches' half, so that
-// explains, however many, leave lookups' misses slots of their own.
+// Explain reads hash from the store whatever the cache holds, caching nothing it reads,
+// bounded as a batch is: within the lookup timeout, holding a read slot of the batches' half,
+// so that explains, however many, leave lookups' misses slots of their own.
 func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()
