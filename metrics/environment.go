@@ -13,7 +13,7 @@ import (
 // environment: one series set for each configured environment (Environment), so that the
 // label's values are only their names. The store reads' durations are a histogram by
 // operation only, for every environment: a histogram is 18 series, and one per environment
-// and operation made most of a scrape (52 series an environment, 16 without it).
+// and operation made most of a scrape (52 series an environment, 15 without it).
 type domainVecs struct {
 	available, stale, lastSync *prometheus.GaugeVec
 	polls                      *prometheus.CounterVec // environment, result
@@ -44,8 +44,9 @@ func newDomainVecs() domainVecs {
 		storeDurationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bigseg_store_request_duration_seconds",
 			Help: "Duration of reads of the Big Segment store, by operation (memberships, metadata), every environment's together.", Buckets: latencyBuckets},
 			[]string{"operation"}),
-		storeErrorsVec: c("bigseg_store_request_errors_total", "Failed reads of the Big Segment store, by operation (memberships, metadata).", "operation"),
-		cache:          &cacheEntries{of: map[string]func() int{}},
+		storeErrorsVec: c("bigseg_store_request_errors_total",
+			"Failed reads of contexts' memberships from the Big Segment store (operation memberships); failed metadata reads are bigseg_store_status_polls_total{result=\"error\"}.", "operation"),
+		cache: &cacheEntries{of: map[string]func() int{}},
 	}
 	return d
 }
@@ -84,7 +85,7 @@ type environment struct {
 	changes, invalidations     prometheus.Counter
 	lookups                    [3][2]prometheus.Counter // by status, then source (store, cache)
 	storeDurations             map[string]prometheus.Observer
-	storeErrors                map[string]prometheus.Counter
+	storeErrors                prometheus.Counter // memberships' only: a poll's failure is pollError
 }
 
 var _ segments.Observer = (*environment)(nil)
@@ -99,7 +100,7 @@ func (m *Metrics) Environment(name string, cacheEntries func() int) segments.Obs
 		available: d.available.WithLabelValues(name), stale: d.stale.WithLabelValues(name), lastSync: d.lastSync.WithLabelValues(name),
 		pollSuccess: d.polls.WithLabelValues(name, "success"), pollError: d.polls.WithLabelValues(name, "error"),
 		changes: d.changes.WithLabelValues(name), invalidations: d.invalidations.WithLabelValues(name),
-		storeDurations: map[string]prometheus.Observer{}, storeErrors: map[string]prometheus.Counter{},
+		storeDurations: map[string]prometheus.Observer{}, storeErrors: d.storeErrorsVec.WithLabelValues(name, segments.OpMemberships),
 	}
 	for i, st := range lookupStatuses {
 		for j, src := range []string{"store", "cache"} {
@@ -108,7 +109,6 @@ func (m *Metrics) Environment(name string, cacheEntries func() int) segments.Obs
 	}
 	for _, op := range []string{segments.OpMemberships, segments.OpMetadata} {
 		e.storeDurations[op] = d.storeDurationVec.WithLabelValues(op)
-		e.storeErrors[op] = d.storeErrorsVec.WithLabelValues(name, op)
 	}
 	d.cache.mu.Lock()
 	d.cache.of[name] = cacheEntries
@@ -132,13 +132,16 @@ func (e *environment) Lookup(status segments.LookupStatus, cached bool) {
 	e.lookups[i][j].Inc()
 }
 
-// StoreRead implements segments.Observer.
+// StoreRead implements segments.Observer. Each failure is counted once: a membership read's
+// here, in bigseg_store_request_errors_total; a metadata read's by StatusPolled, in
+// bigseg_store_status_polls_total{result="error"} (segments passes each environment's metadata
+// error there, not here).
 func (e *environment) StoreRead(op string, d time.Duration, err error) {
 	if o, ok := e.storeDurations[op]; ok {
 		o.Observe(d.Seconds())
 	}
-	if c, ok := e.storeErrors[op]; ok && err != nil {
-		c.Inc()
+	if err != nil && op == segments.OpMemberships {
+		e.storeErrors.Inc()
 	}
 }
 
@@ -146,7 +149,6 @@ func (e *environment) StoreRead(op string, d time.Duration, err error) {
 func (e *environment) StatusPolled(st segments.StoreStatus, err error, changed bool) {
 	if err != nil {
 		e.pollError.Inc()
-		e.storeErrors[segments.OpMetadata].Inc()
 	} else {
 		e.pollSuccess.Inc()
 	}

@@ -63,10 +63,9 @@ bigseg_store_status_changes_total{environment="production"} 2
 # TYPE bigseg_store_status_polls_total counter
 bigseg_store_status_polls_total{environment="production",result="error"} 2
 bigseg_store_status_polls_total{environment="production",result="success"} 1
-# HELP bigseg_store_request_errors_total Failed reads of the Big Segment store, by operation (memberships, metadata).
+# HELP bigseg_store_request_errors_total Failed reads of contexts' memberships from the Big Segment store (operation memberships); failed metadata reads are bigseg_store_status_polls_total{result="error"}.
 # TYPE bigseg_store_request_errors_total counter
 bigseg_store_request_errors_total{environment="production",operation="memberships"} 0
-bigseg_store_request_errors_total{environment="production",operation="metadata"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"bigseg_store_available", "bigseg_store_stale", "bigseg_store_last_synchronized_timestamp_seconds",

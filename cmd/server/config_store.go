@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -21,7 +22,8 @@ func (c config) redisURLs() redis.ClientOptions {
 
 func (c config) redisFiles() redis.Files {
 	return redis.Files{Password: c.RedisPasswordFile, SentinelPassword: c.RedisSentinelPasswordFile,
-		TLSCA: c.RedisTLSCAFile, TLSCert: c.RedisTLSCertFile, TLSKey: c.RedisTLSKeyFile, TLSServerName: c.RedisTLSServerName}
+		TLSCA: c.RedisTLSCAFile, TLSCert: c.RedisTLSCertFile, TLSKey: c.RedisTLSKeyFile, TLSServerName: c.RedisTLSServerName,
+		Read: auth.ReadSettingFile}
 }
 
 // redisOptions are the Redis client's options, secrets and certificates read from their files.

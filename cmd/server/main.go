@@ -41,9 +41,6 @@ func main() {
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		gcBallast = make([]byte, 8<<20)
 	}
-	// go-redis has one logger per process; it logs at debug level only.
-	level, _ := parseLevel(os.Getenv(varPrefix + "_LOG_LEVEL"))
-	redis.SetLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	// Only main sees the names of the process's variables: a BIGSEG_* one that names no
 	// setting is refused here (but for -h).
 	err := unknownVariables(os.Environ())
@@ -80,6 +77,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil && !(cmd != "" && slices.ContainsFunc(args[2:], isHelp)) { // a command's -h needs no settings
 		return err
 	}
+	level, _ := parseLevel(cfg.LogLevel)
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	redis.SetLogger(log) // go-redis's one logger per process, for every command
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := needStore(cfg); err != nil {
 			return err
 		}
-		return serve(ctx, signals, cfg, stderr)
+		return serve(ctx, signals, cfg, log)
 	}
 	if errors.Is(err, flag.ErrHelp) { // asked for, and printed: not a failure
 		return nil

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,9 +33,8 @@ import (
 )
 
 // serve runs the service until ctx ends or a signal asks it to stop (see app.run).
-func serve(ctx context.Context, signals <-chan os.Signal, cfg config, logOut io.Writer) error {
-	level, _ := parseLevel(cfg.LogLevel)
-	a, err := newApp(ctx, cfg, slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})))
+func serve(ctx context.Context, signals <-chan os.Signal, cfg config, log *slog.Logger) error {
+	a, err := newApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

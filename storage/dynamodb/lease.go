@@ -37,28 +37,20 @@ const (
 	maxInventoryBytes = 64 << 20
 )
 
-// WithClock sets the clock by which leases are taken and expire (time.Now by default): the
-// replicas of a fleet compare their own clocks with the expiry another wrote, so they should
-// agree to well within a lease's TTL.
-func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
-
 // InventoryNamespace is the namespace of the inventory's items: key "lease" and key "result".
 func (s *Store) InventoryNamespace() string { return namespace(s.prefix, inventoryBase) }
 
 // TakeLease takes the scan lease until now+ttl if it is free (no item, or one whose expiry has
 // passed) or owner's already (then extending it), with one conditional PutItem, and says
-// whether owner holds it now. A user who may not write gets DynamoDB's error
+// whether owner holds it now. The expiry is written by this replica's clock and compared with
+// the asker's: docs/dynamodb.md says what clock skew between replicas does. A user who may not write gets DynamoDB's error
 // (AccessDeniedException), wrapped, never false, and fs.ErrPermission, which tells the
 // inventory not to ask again.
 func (s *Store) TakeLease(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
 	if owner == "" || ttl < time.Millisecond {
 		return false, fmt.Errorf("take the inventory lease: an owner and a TTL of 1ms or more are needed (got %q, %v)", owner, ttl)
 	}
-	now := time.Now
-	if s.now != nil {
-		now = s.now
-	}
-	at := now()
+	at := time.Now()
 	item := primaryKey(s.InventoryNamespace(), leaseKey)
 	item[attrOwner] = &types.AttributeValueMemberS{Value: owner}
 	item[attrExpiresAt] = &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Add(ttl).UnixMilli(), 10)}

@@ -7,30 +7,18 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 )
-
-// clock is a clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func takeLease(t *testing.T, store *dynamodb.Store, owner string, ttl time.Duration) bool {
 	t.Helper()
@@ -41,43 +29,82 @@ func takeLease(t *testing.T, store *dynamodb.Store, owner string, ttl time.Durat
 	return ok
 }
 
+// expiresAt is the expiry the lease item holds, in unix milliseconds.
+func expiresAt(t *testing.T, c *awsdynamodb.Client, table, p string) (owner string, ms int64) {
+	t.Helper()
+	item := dynamotest.Item(t, c, table, dynamotest.Key(p+":bigseg_inventory", "lease"))
+	o, _ := item["owner"].(*types.AttributeValueMemberS)
+	x, _ := item["expiresAt"].(*types.AttributeValueMemberN)
+	if o == nil || x == nil {
+		t.Fatalf("the lease item is %v, want an owner and an expiresAt", item)
+	}
+	ms, err := strconv.ParseInt(x.Value, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.Value, ms
+}
+
 // One owner at a time holds the lease, and extends it while it does; once it expires (by the
-// clocks of the replicas), another takes it.
+// clock of the replica that asks), another takes it. Expiry is seen without waiting for a
+// TTL: the test writes a lease that expired into the table, as a replica that stopped would
+// have left it.
 func TestLease(t *testing.T) {
 	c, table := moto(t)
 	p := prefix(t)
-	clk := &clock{now: time.UnixMilli(1764430000000)}
-	a, b := dynamodb.New(c, table, p, dynamodb.WithClock(clk.Now)), dynamodb.New(c, table, p, dynamodb.WithClock(clk.Now))
-	if !takeLease(t, a, "a", time.Minute) {
+	a, b := dynamodb.New(c, table, p), dynamodb.New(c, table, p)
+	if !takeLease(t, a, "a", time.Hour) {
 		t.Fatal("a could not take a free lease")
 	}
-	if takeLease(t, b, "b", time.Minute) {
+	if takeLease(t, b, "b", time.Hour) {
 		t.Fatal("b took the lease a holds")
 	}
-	clk.Add(59 * time.Second)
-	if !takeLease(t, a, "a", time.Minute) {
+	_, first := expiresAt(t, c, table, p)
+	if !takeLease(t, a, "a", 2*time.Hour) {
 		t.Fatal("a could not extend its lease")
 	}
-	clk.Add(59 * time.Second) // past the first expiry, not the extended one
-	if takeLease(t, b, "b", time.Minute) {
-		t.Fatal("b took the lease a extended")
+	if _, extended := expiresAt(t, c, table, p); extended < first+int64(time.Hour/time.Millisecond) {
+		t.Errorf("extended to %d, want an hour past %d", extended, first)
 	}
-	clk.Add(time.Second)
-	if !takeLease(t, b, "b", time.Minute) {
+	item := dynamotest.Key(p+":bigseg_inventory", "lease")
+	item["owner"] = &types.AttributeValueMemberS{Value: "a"}
+	item["expiresAt"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(-time.Second).UnixMilli(), 10)}
+	dynamotest.Put(t, c, table, item)
+	if !takeLease(t, b, "b", time.Hour) {
 		t.Fatal("b could not take the lease once a's expired")
 	}
-	if takeLease(t, a, "a", time.Minute) {
+	if takeLease(t, a, "a", time.Hour) {
 		t.Error("a took the lease back from b")
 	}
-	item := dynamotest.Item(t, c, table, dynamotest.Key(p+":bigseg_inventory", "lease"))
-	if owner, _ := item["owner"].(*types.AttributeValueMemberS); owner == nil || owner.Value != "b" {
-		t.Errorf("the lease item is %v, want owner b", item)
+	if owner, _ := expiresAt(t, c, table, p); owner != "b" {
+		t.Errorf("the lease's owner is %q, want b", owner)
 	}
 	if _, err := a.TakeLease(context.Background(), "", time.Minute); err == nil {
 		t.Error("no owner: no error")
 	}
 	if got := dynamodb.New(c, table, "").InventoryNamespace(); got != "bigseg_inventory" {
 		t.Errorf("no prefix: InventoryNamespace %q", got)
+	}
+}
+
+// A lease TakeLease wrote expires after its TTL, and another replica takes it then (polled,
+// with a TTL short enough to pass quickly).
+func TestLeaseExpires(t *testing.T) {
+	c, table := moto(t)
+	p := prefix(t)
+	a, b := dynamodb.New(c, table, p), dynamodb.New(c, table, p)
+	if !takeLease(t, a, "a", 50*time.Millisecond) {
+		t.Fatal("a could not take a free lease")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !takeLease(t, b, "b", time.Hour) {
+		if time.Now().After(deadline) {
+			t.Fatal("b never took the lease a let lapse")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if owner, _ := expiresAt(t, c, table, p); owner != "b" {
+		t.Errorf("the lease's owner is %q, want b", owner)
 	}
 }
 

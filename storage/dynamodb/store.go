@@ -92,9 +92,8 @@ type Store struct {
 	userNS     string // the namespace of contexts' items
 	metaKey    string // the namespace and key of the metadata item
 	consistent bool
-	observer   Observer         // told of unprocessed keys asked for again; nil for none
-	now        func() time.Time // the lease's clock (WithClock); nil for time.Now
-	readUnits  atomic.Uint64    // the read units scans consumed, as float64 bits (scan.go)
+	observer   Observer      // told of unprocessed keys asked for again; nil for none
+	readUnits  atomic.Uint64 // the read units scans consumed, as float64 bits (scan.go)
 }
 
 var _ segments.Store = (*Store)(nil)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
@@ -273,11 +274,24 @@ func redact(rawURL string) string {
 
 // SetLogger sends go-redis's own log lines (reconnection attempts and the like) to log, at
 // debug level, since failures reach operators through lookups, polls and metrics. go-redis
-// has one logger per process: only main should call this.
-func SetLogger(log *slog.Logger) { goredis.SetLogger(logger{log}) }
+// has one logger per process (goredis.SetLogger), not one per client, so this cannot be an
+// option of a client: cmd/server's run calls it with its logger, and when several runs share
+// a process (tests), the last call's logger gets every client's lines. Until it is called,
+// or after SetLogger(nil), go-redis's lines are dropped.
+func SetLogger(log *slog.Logger) { goredisLog.Store(log) }
 
-type logger struct{ log *slog.Logger }
+// goredisLog is SetLogger's logger: the one package-level logger, because go-redis's is.
+var goredisLog atomic.Pointer[slog.Logger]
 
-func (l logger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+// init installs the forwarder as go-redis's logger once, before any client exists, so that
+// SetLogger never writes go-redis's variable while another run's clients read it.
+func init() { goredis.SetLogger(logger{}) }
+
+// logger forwards go-redis's lines to goredisLog.
+type logger struct{}
+
+func (logger) Printf(ctx context.Context, format string, v ...any) {
+	if log := goredisLog.Load(); log != nil {
+		log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+	}
 }

@@ -5,28 +5,35 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
-
-	"github.com/bigseg/bigseg/internal/auth"
 )
 
-// ReadSecret reads a password from file (a mounted Kubernetes secret: one trailing newline is
-// not part of it), for ClientOptions; "" if no file is named.
-func ReadSecret(file string) (string, error) {
+// read reads a file f names with f.Read, or os.ReadFile if f.Read is nil.
+func (f Files) read(path string) ([]byte, error) {
+	if f.Read == nil {
+		return os.ReadFile(path)
+	}
+	return f.Read(path)
+}
+
+// secret reads a password from file (a mounted Kubernetes secret: one trailing newline is not
+// part of it); "" if no file is named.
+func (f Files) secret(file string) (string, error) {
 	if file == "" {
 		return "", nil
 	}
-	b, err := auth.ReadSettingFile(file)
+	b, err := f.read(file)
 	return strings.TrimRight(string(b), "\r\n"), err
 }
 
-// TLSFiles is what files add to a rediss:// URL's TLS, for ClientOptions.TLS: a CA bundle to
-// verify Redis with instead of the system roots, a client certificate and its key, and the
-// name to verify against; each "" for none.
-func TLSFiles(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
-	tc := &tls.Config{ServerName: serverName}
-	if caFile != "" {
-		pem, err := auth.ReadSettingFile(caFile)
+// tlsConfig is what the files add to a rediss:// URL's TLS: a CA bundle to verify Redis with
+// instead of the system roots, a client certificate and its key, and the name to verify
+// against.
+func (f Files) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{ServerName: f.TLSServerName}
+	if f.TLSCA != "" {
+		pem, err := f.read(f.TLSCA)
 		if err != nil {
 			return nil, fmt.Errorf("CA file: %w", err)
 		}
@@ -35,12 +42,20 @@ func TLSFiles(caFile, certFile, keyFile, serverName string) (*tls.Config, error)
 			return nil, errors.New("CA file: no PEM certificate in it")
 		}
 	}
-	if certFile != "" {
-		cert, err := auth.LoadKeyPair(certFile, keyFile)
+	if f.TLSCert != "" {
+		cert, err := f.read(f.TLSCert)
 		if err != nil {
 			return nil, fmt.Errorf("client certificate: %w", err)
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		key, err := f.read(f.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate's key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
 	}
 	return tc, nil
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -151,23 +150,34 @@ func (s *Store) loadBatch(ctx context.Context, chunk []fixture.Context, replace,
 
 // deleteUnlisted deletes the include and exclude sets of every context under the prefix
 // that is not in listed, scanning every master of a cluster, and reports the keys scanned
-// and deleted after each page of the scan and each pipeline of deletions (one report at a
-// time), then once more with done once all are deleted.
+// and deleted after each page of the scan and each pipeline of deletions, then once more with
+// done once all are deleted.
 func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, dryRun bool, report func(scanned, deleted int, done bool)) error {
-	p := &pruner{s: s, listed: listed, report: report}
+	p := &pruner{s: s, report: report}
 	if dryRun {
 		p.seen = map[string]struct{}{}
 	}
-	var err error
-	if cc, ok := s.client.(*goredis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
-			return p.scan(ctx, master)
+	for _, prefix := range []string{s.IncludeKey(""), s.ExcludeKey("")} {
+		var stale []string
+		err := s.forEachKey(ctx, prefix, 1000, func(keys []string) error {
+			for _, k := range keys {
+				if _, ok := listed[strings.TrimPrefix(k, prefix)]; !ok {
+					stale = append(stale, k)
+				}
+			}
+			p.count(len(keys), 0)
+			if len(stale) < 1000 {
+				return nil
+			}
+			defer func() { stale = stale[:0] }()
+			return p.del(ctx, stale)
 		})
-	} else {
-		err = p.scan(ctx, s.client)
-	}
-	if err != nil {
-		return err
+		if err == nil && len(stale) > 0 {
+			err = p.del(ctx, stale)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	report(p.scanned, p.deleted, true)
 	return nil
@@ -176,18 +186,14 @@ func (s *Store) deleteUnlisted(ctx context.Context, listed map[string]struct{}, 
 // pruner deletes the sets of contexts that are not listed, counting what it scans and deletes.
 type pruner struct {
 	s      *Store
-	listed map[string]struct{}
 	report func(scanned, deleted int, done bool)
 
 	seen map[string]struct{} // a dry run's: the keys it would delete (SCAN may return one twice)
 
-	mu               sync.Mutex // cluster masters are scanned concurrently
 	scanned, deleted int
 }
 
 func (p *pruner) count(keys, dels int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.scanned, p.deleted = p.scanned+keys, p.deleted+dels
 	p.report(p.scanned, p.deleted, false)
 }
@@ -197,14 +203,12 @@ func (p *pruner) count(keys, dels int) {
 func (p *pruner) del(ctx context.Context, keys []string) error {
 	if p.seen != nil {
 		n := 0
-		p.mu.Lock()
 		for _, k := range keys {
 			if _, ok := p.seen[k]; !ok {
 				p.seen[k] = struct{}{}
 				n++
 			}
 		}
-		p.mu.Unlock()
 		p.count(0, n)
 		return nil
 	}
@@ -222,51 +226,6 @@ func (p *pruner) del(ctx context.Context, keys []string) error {
 	}
 	p.count(0, n)
 	return nil
-}
-
-// scan deletes the unlisted include and exclude sets that c holds.
-func (p *pruner) scan(ctx context.Context, c goredis.Cmdable) error {
-	for _, prefix := range []string{p.s.IncludeKey(""), p.s.ExcludeKey("")} {
-		// Deleting while scanning is safe: SCAN returns every key that is there from its
-		// start to its end, and deleting keys does not make it skip others.
-		var stale []string
-		for cursor := uint64(0); ; {
-			keys, next, err := c.Scan(ctx, cursor, escapeGlob(prefix)+"*", 1000).Result()
-			if err != nil {
-				return fmt.Errorf("scan %s*: %w", prefix, err)
-			}
-			for _, k := range keys {
-				if _, ok := p.listed[strings.TrimPrefix(k, prefix)]; !ok {
-					stale = append(stale, k)
-				}
-			}
-			p.count(len(keys), 0)
-			cursor = next
-			if len(stale) > 0 && (cursor == 0 || len(stale) >= 1000) {
-				if err := p.del(ctx, stale); err != nil {
-					return err
-				}
-				stale = stale[:0]
-			}
-			if cursor == 0 {
-				break
-			}
-		}
-	}
-	return nil
-}
-
-// escapeGlob escapes SCAN MATCH's special characters, so a prefix is matched literally.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // missing returns the members of have that want does not list.

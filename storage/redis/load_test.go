@@ -38,9 +38,11 @@ func readAll(t *testing.T, store *redis.Store, keys []string) map[string]map[str
 func TestLoad(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Client(t)
-	prefix := redistest.Prefix(t, c) + ":glob*?[x]" // SCAN patterns must match it literally
+	// SCAN patterns must match the prefix literally, byte for byte (\xff is not UTF-8).
+	base := redistest.Prefix(t, c)
+	prefix := base + ":glob*?[x]\xff"
 	store := redis.New(c, prefix)
-	other := redis.New(c, prefix[:len(prefix)-len(":glob*?[x]")]+":globXY") // a prefix the glob would match
+	other := redis.New(c, base+":globXY\xff") // a prefix the glob would match
 	c.SAdd(ctx, other.IncludeKey(segments.Hash("bystander")), "keep.g1")
 	t.Cleanup(func() { c.Del(ctx, other.IncludeKey(segments.Hash("bystander"))) })
 

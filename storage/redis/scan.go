@@ -35,14 +35,55 @@ type keyScanner interface {
 // the scan with segments.ErrInvalidData; a failed command fails it too. Every command is bounded
 // by the client's timeouts and ctx; no connection is held while each runs.
 func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error {
+	for _, include := range []bool{true, false} {
+		prefix := s.ExcludeKey("")
+		if include {
+			prefix = s.IncludeKey("")
+		}
+		hashes := make([]string, 0, 2*scanPage)
+		err := s.forEachKey(ctx, prefix, scanPage, func(keys []string) error {
+			for _, k := range keys {
+				hashes = append(hashes, strings.TrimPrefix(k, prefix))
+			}
+			if len(hashes) < scanPage {
+				return nil
+			}
+			defer func() { hashes = hashes[:0] }()
+			return s.emitPage(ctx, hashes, include, each)
+		})
+		if err == nil && len(hashes) > 0 {
+			err = s.emitPage(ctx, hashes, include, each)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forEachKey SCANs every master (the server itself, or each master of a cluster in turn) for
+// the keys that begin with prefix, byte for byte, and calls page with the keys of each reply:
+// perhaps none, and perhaps a key an earlier reply gave (SCAN's guarantee is only that a key
+// there from the start to the end of the walk is given at least once). Deleting keys while
+// walking is safe: it does not make SCAN skip others. The scan and load --replace both walk
+// with it.
+func (s *Store) forEachKey(ctx context.Context, prefix string, count int64, page func(keys []string) error) error {
 	masters, err := s.masters(ctx)
 	if err != nil {
 		return err
 	}
-	for _, include := range []bool{true, false} {
-		for _, m := range masters {
-			if err := s.scanMaster(ctx, m, include, each); err != nil {
+	match := globEscape(prefix) + "*"
+	for _, m := range masters {
+		for cursor := uint64(0); ; {
+			keys, next, err := m.Scan(ctx, cursor, match, count).Result()
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", match, err)
+			}
+			if err := page(keys); err != nil {
 				return err
+			}
+			if cursor = next; cursor == 0 {
+				break
 			}
 		}
 	}
@@ -67,37 +108,6 @@ func (s *Store) masters(ctx context.Context) ([]keyScanner, error) {
 		return nil, fmt.Errorf("list the cluster's masters: %w", err)
 	}
 	return masters, nil
-}
-
-// scanMaster SCANs m's include keys (or exclude keys), and emits their contexts a page at a
-// time.
-func (s *Store) scanMaster(ctx context.Context, m keyScanner, include bool, each func(string, segments.Membership) error) error {
-	prefix := s.ExcludeKey("")
-	if include {
-		prefix = s.IncludeKey("")
-	}
-	match := globEscape(prefix) + "*"
-	var cursor uint64
-	hashes := make([]string, 0, 2*scanPage)
-	for {
-		keys, next, err := m.Scan(ctx, cursor, match, scanPage).Result()
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", match, err)
-		}
-		for _, k := range keys {
-			hashes = append(hashes, strings.TrimPrefix(k, prefix))
-		}
-		cursor = next
-		if len(hashes) > 0 && (len(hashes) >= scanPage || cursor == 0) {
-			if err := s.emitPage(ctx, hashes, include, each); err != nil {
-				return err
-			}
-			hashes = hashes[:0]
-		}
-		if cursor == 0 {
-			return nil
-		}
-	}
 }
 
 // scanned is one context of a page, as read.
@@ -177,7 +187,8 @@ func setOf(first goredis.Cmder, excluded *goredis.StringSliceCmd) ([]string, err
 }
 
 // globEscape escapes the characters SCAN's MATCH pattern gives a meaning to, so that the
-// pattern matches the prefix as written.
+// pattern matches the prefix as written. It works on bytes, not runes: a prefix that is not
+// valid UTF-8 stays the same bytes (a range over runes would write U+FFFD instead).
 func globEscape(s string) string {
 	var b strings.Builder
 	for i := range len(s) {

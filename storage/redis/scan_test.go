@@ -97,13 +97,14 @@ func TestScanPrefixIsLiteral(t *testing.T) {
 	c := redistest.Client(t)
 	base := redistest.Prefix(t, c)
 	stores := map[string]*redis.Store{}
-	for _, p := range []string{"*", "?", "[x]", `\`, "x", "xx"} {
+	// "\xff" is not UTF-8: the pattern must keep its bytes.
+	for _, p := range []string{"*", "?", "[x]", `\`, "x", "xx", "\xff", "\xff*"} {
 		stores[p] = redis.New(c, base+":"+p)
-		seed(t, c, stores[p], storetest.Seed{Contexts: map[string]storetest.Entry{segments.Hash(p): {Included: []string{p + ".g1"}}}})
+		seed(t, c, stores[p], storetest.Seed{Contexts: map[string]storetest.Entry{segments.Hash(p): {Included: []string{fmt.Sprintf("%x.g1", p)}}}})
 	}
 	for p, store := range stores {
 		got := storetest.Scanned(t, store)
-		want := map[string]map[string]bool{segments.Hash(p): {p + ".g1": true}}
+		want := map[string]map[string]bool{segments.Hash(p): {fmt.Sprintf("%x.g1", p): true}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("prefix %q (-want +got):\n%s", p, diff)
 		}

@@ -12,6 +12,11 @@ type Files struct {
 	Password, SentinelPassword string
 	TLSCA, TLSCert, TLSKey     string
 	TLSServerName              string
+
+	// Read reads a file named above, whole. cmd/server passes its bounded read of the files
+	// settings name, so that a setting naming a log or /dev/zero fails instead of filling
+	// memory; this package reads files with no policy of its own. Nil is os.ReadFile.
+	Read func(path string) ([]byte, error)
 }
 
 // URLSettings are the variables of the URLs set (BIGSEG_REDIS_URL, _CLUSTER_URL,
@@ -76,15 +81,16 @@ func (o ClientOptions) Check(f Files) []error {
 	return errs
 }
 
-// WithFiles returns o with the passwords and the TLS configuration read from f's files.
+// WithFiles returns o with the passwords and the TLS configuration read from f's files, with
+// f.Read.
 func (o ClientOptions) WithFiles(f Files) (_ ClientOptions, err error) {
-	if o.Password, err = ReadSecret(f.Password); err != nil {
+	if o.Password, err = f.secret(f.Password); err != nil {
 		return o, fmt.Errorf("BIGSEG_REDIS_PASSWORD_FILE: %w", err)
 	}
-	if o.SentinelPassword, err = ReadSecret(f.SentinelPassword); err != nil {
+	if o.SentinelPassword, err = f.secret(f.SentinelPassword); err != nil {
 		return o, fmt.Errorf("BIGSEG_REDIS_SENTINEL_PASSWORD_FILE: %w", err)
 	}
-	if o.TLS, err = TLSFiles(f.TLSCA, f.TLSCert, f.TLSKey, f.TLSServerName); err != nil {
+	if o.TLS, err = f.tlsConfig(); err != nil {
 		return o, fmt.Errorf("BIGSEG_REDIS_TLS_CA_FILE, _CERT_FILE or _KEY_FILE: %w", err)
 	}
 	return o, nil
