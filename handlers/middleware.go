@@ -113,11 +113,12 @@ func (s *server) observed(next http.Handler) http.Handler {
 	})
 }
 
-// logRequests returns an observer that logs each answered request at info level, by route
-// pattern, never by path (paths hold context keys, which are personal data), then tells next.
+// logRequests returns an observer that logs each answered request at debug level (nothing
+// but the log's Enabled check when that level is off), by route pattern, never by path (paths
+// hold context keys, which are personal data), then tells next.
 func (s *server) logRequests(next RequestObserver) RequestObserver {
 	return func(route, method string, code int, d time.Duration) {
-		s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request", slog.String("method", method),
+		s.Log.LogAttrs(context.Background(), slog.LevelDebug, "request", slog.String("method", method),
 			slog.String("route", route), slog.Int("code", code), slog.Float64("ms", float64(d.Microseconds())/1000))
 		if next != nil {
 			next(route, method, code, d)
