@@ -44,7 +44,7 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
 	svc := oneService(memory.New(f, time.Now))
-	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Shed: limit.NewShedder(1024, 250*time.Millisecond).Middleware(Error)}, svc) // as by default
+	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Lookups: limit.NewShedder(1024, 250*time.Millisecond).Middleware(Error)}, svc) // as by default
 	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
 	w := &discard{h: http.Header{}}
 	h.ServeHTTP(w, req)
@@ -84,7 +84,7 @@ func BenchmarkParseBatch(b *testing.B) {
 // revisions, which is how BENCHMARKS.md compares them, with Config{}: they had the budget by
 // default.)
 func BenchmarkHandlerBatch(b *testing.B) {
-	h := New(Config{Bodies: limit.NewBodies(limit.DefaultBodyMemory)}, oneService(instantStore{}, segments.Config{NoCache: true}))
+	h := New(Config{Batches: limit.NewBodies(limit.DefaultBodyMemory).Limit(DefaultMaxBodyBytes, DefaultBodyReadTimeout, BatchUses(0), Error)}, oneService(instantStore{}, segments.Config{NoCache: true}))
 	body := []byte(`{"contextKeys":[`)
 	for i := range 100 {
 		if i > 0 {

@@ -40,7 +40,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // batch, a second one needs the memory of the first, whose answer is not being read, and cuts
 // it off.
 func TestBatchHoldsMemoryForItsLookups(t *testing.T) {
-	h := New(Config{MaxBodyBytes: 10_000, Bodies: limit.NewBodies(0)}, oneService(emptyStore{}))
+	h := New(Config{Batches: limit.NewBodies(0).Limit(10_000, DefaultBodyReadTimeout, BatchUses(0), Error)}, oneService(emptyStore{}))
 	body := `{"contextKeys":["k"` + strings.Repeat(`,"k"`, 999) + `]}` // 4 KB: its 1,000 lookups take 256 KB
 	newReq := func() *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/memberships", strings.NewReader(body))

@@ -20,7 +20,7 @@ import (
 
 func TestBearerTokens(t *testing.T) {
 	srv := newServer(t, memoryStore(t, map[string]fixture.Context{"alice": {Included: []string{"a.g1"}}}),
-		handlers.Config{StoreName: "embedded", Auth: newTokens([]string{"token-one", "token-two"}), Metrics: http.NotFoundHandler()})
+		defended(handlers.Config{StoreName: "embedded", Metrics: http.NotFoundHandler()}, newTokens([]string{"token-one", "token-two"})))
 	lookups := []struct{ method, path, body string }{
 		{"GET", "/memberships/alice", ""},
 		{"GET", "/memberships?contextHash=" + strings.ReplaceAll(segments.Hash("alice"), "+", "%2B"), ""},
@@ -104,7 +104,7 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	store := &blockingStore{release: make(chan struct{})}
 	svc := oneService(store, segments.Config{NoCache: true})
 	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Shed: limit.NewShedder(1, time.Millisecond).Middleware(handlers.Error)}, svc))
+	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Lookups: limit.NewShedder(1, time.Millisecond).Middleware(handlers.Error)}, svc))
 	defer srv.Close()
 	defer close(store.release) // before srv.Close, which waits for the held request
 	go func() {
@@ -130,8 +130,9 @@ func TestLoadSheddingWaitRunsOut(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "too many lookups") {
 		t.Errorf("a lookup whose wait ran out: %d %v %s, want a JSON 429 with Retry-After", resp.StatusCode, resp.Header, body)
 	}
-	// Operations are never shed, even with every lookup slot taken.
-	for _, path := range []string{"/livez", "/healthz", "/readyz", "/status"} {
+	// Operations and /segments (answered from memory) are never shed, even with every lookup
+	// slot taken.
+	for _, path := range []string{"/livez", "/healthz", "/readyz", "/status", "/segments"} {
 		if r, err := http.Get(srv.URL + path); err != nil || r.StatusCode != 200 {
 			t.Errorf("%s while lookups are shed: %v %v", path, r, err)
 		} else {
@@ -145,7 +146,7 @@ func TestAccessLogHasNoKeys(t *testing.T) {
 	get(t, srv.URL+"/memberships/secret-person%40example.com")
 	get(t, srv.URL+"/memberships?contextHash="+strings.ReplaceAll(segments.Hash("secret-person@example.com"), "+", "%2B"))
 	out := logged()
-	if !strings.Contains(out, `"route":"/memberships/{contextKey}"`) || !strings.Contains(out, `"code":200`) {
+	if !strings.Contains(out, `"level":"DEBUG","msg":"request"`) || !strings.Contains(out, `"route":"/memberships/{contextKey}"`) || !strings.Contains(out, `"code":200`) {
 		t.Errorf("access log lacks the route or code:\n%s", out)
 	}
 	if strings.Contains(out, "secret-person") {
@@ -153,12 +154,22 @@ func TestAccessLogHasNoKeys(t *testing.T) {
 	}
 }
 
-// accessLogged returns a server with the access log on, and a func that returns what it has
-// logged so far.
+// accessLogged returns a server that logs at debug level, where requests are logged, and a
+// func that returns what it has logged so far.
 func accessLogged(t *testing.T) (*httptest.Server, func() string) {
 	w := &lockedWriter{}
-	log := slog.New(slog.NewJSONHandler(w, nil))
-	return newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "embedded", Log: log, AccessLog: true}), w.String
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return newServer(t, memoryStore(t, nil), handlers.Config{StoreName: "embedded", Log: log}), w.String
+}
+
+// At info level, requests are not logged.
+func TestAccessLogOnlyAtDebug(t *testing.T) {
+	w := &lockedWriter{}
+	srv := newServer(t, memoryStore(t, nil), handlers.Config{Log: slog.New(slog.NewJSONHandler(w, nil))})
+	get(t, srv.URL+"/memberships/alice")
+	if out := w.String(); strings.Contains(out, "request") {
+		t.Errorf("a request logged at info level:\n%s", out)
+	}
 }
 
 // lockedWriter is a buffer that the server's goroutines write to and the test reads.

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -36,7 +37,7 @@ func (s *server) environment(w http.ResponseWriter, r *http.Request) (*segments.
 	return e, ok
 }
 
-// notAnEnvironment is what scope says of a route's name that no environment could have.
+// notAnEnvironment is what Scope says of a route's name that no environment could have.
 const notAnEnvironment = "(not an environment name)"
 
 func (s *server) names() string {
@@ -47,25 +48,20 @@ func (s *server) names() string {
 	return strings.Join(names, ", ")
 }
 
-// scope is the environment a request asks the token check for: its route's, the one served,
-// or "" (every one). A name no environment could have is not repeated in the 403.
-func (s *server) scope(r *http.Request) string {
-	if name := chi.URLParam(r, envParam); name != "" {
-		if _, known := s.byName[name]; !known && segments.ValidateName(name) != nil {
-			return notAnEnvironment
+// Scope returns what a token check asks of a request to the environments served (names): the
+// environment it is about, its route's or the one served, or "" for every one (an unscoped
+// route while several are served). A name no environment could have is not repeated in a 403.
+func Scope(names ...string) func(*http.Request) string {
+	return func(r *http.Request) string {
+		if name := chi.URLParam(r, envParam); name != "" {
+			if !slices.Contains(names, name) && segments.ValidateName(name) != nil {
+				return notAnEnvironment
+			}
+			return name
 		}
-		return name
+		if len(names) == 1 {
+			return names[0]
+		}
+		return ""
 	}
-	if len(s.envs) == 1 {
-		return s.envs[0].Name
-	}
-	return ""
-}
-
-// authenticate is the token check, when there is one.
-func (s *server) authenticate(next http.Handler) http.Handler {
-	if s.Auth == nil {
-		return next
-	}
-	return s.Auth.Require(Error, s.scope)(next)
 }

@@ -176,7 +176,7 @@ func TestScopedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := threeEnvironments(t, handlers.Config{Auth: tokens})
+	srv := threeEnvironments(t, defended(handlers.Config{}, tokens, "production", "staging", "qa"))
 	for _, c := range []struct {
 		token, path string
 		want        int

@@ -1,8 +1,9 @@
 // Package handlers is bigseg's HTTP API: chi routes over the segments service. routes.go lists
-// every route, as api/openapi.yaml does (a test keeps them equal). The defences kept under
-// hostile clients (tokens, body memory, shedding, stream slots) are given in Config, as
-// middleware or small interfaces declared here, which cmd/server builds (from packages auth and
-// limit): the handlers put them on their routes and never know which limits exist.
+// every route, as api/openapi.yaml does (a test keeps them equal), and which kind each is:
+// a lookup, a batch, a view or a stream. The defences kept under hostile clients (tokens, body
+// memory, shedding, stream slots) are middleware chains in Config, one per kind, which
+// cmd/server composes (from packages auth and limit): the handlers put each kind's chain on its
+// routes and never know which limits exist.
 package handlers
 
 import (
@@ -37,7 +38,7 @@ const (
 	DefaultMaxBatch           = 1000
 	DefaultMaxBatchRefs       = 100_000
 	DefaultMaxBodyBytes       = 1 << 20
-	DefaultBodyReadTimeout    = 2 * time.Second
+	DefaultBodyReadTimeout    = 2 * time.Second // for Config.Batches' body reads, which cmd/server composes
 	DefaultHeartbeat          = 15 * time.Second
 	DefaultStreamWriteTimeout = 5 * time.Second
 )
@@ -50,44 +51,31 @@ type Config struct {
 	StoreTable string       // the DynamoDB table, named in /status; "" for other stores
 	Version    string       // named in /status
 
-	MaxKeyBytes     int           // longest context key accepted
-	MaxBatch        int           // most lookups in one POST /memberships
-	MaxBatchRefs    int           // most segment refs in one batch answer (400 beyond)
-	MaxBodyBytes    int64         // largest batch body (413 beyond)
-	BodyReadTimeout time.Duration // how long a batch body may take to arrive (408 beyond)
+	MaxKeyBytes  int   // longest context key accepted
+	MaxBatch     int   // most lookups in one POST /memberships
+	MaxBatchRefs int   // most segment refs in one batch answer (400 beyond)
+	MaxBodyBytes int64 // largest batch body read here, when Batches has not read it (413 beyond)
 
 	Heartbeat          time.Duration   // how often an idle status stream sends a comment
 	StreamWriteTimeout time.Duration   // bound of each write of a status stream
 	Stop               <-chan struct{} // closed at shutdown: open status streams end
 
-	Observe   RequestObserver // told about every request answered (metrics)
-	AccessLog bool            // log every request at info level, by route pattern
-	Metrics   http.Handler    // served at /metrics when set
+	Observe RequestObserver // told about every request answered (metrics); each is logged at debug level too
+	Metrics http.Handler    // served at /metrics when set
 
-	// The defences; nil means none.
-	Auth    Auth                            // the token check of lookups and status streams
-	Bodies  Bodies                          // the memory of batch bodies; none: read whole, with no budget
-	Shed    func(http.Handler) http.Handler // lookups' slots, taken once their input is read
-	Streams func(http.Handler) http.Handler // status streams' slots
+	// The defences, one chain for each kind of route that routes.go names, composed by
+	// cmd/server; nil means none. Refusals are best written with Error. The environment a
+	// request is about, for a token check, is Scope's.
+	Lookups func(http.Handler) http.Handler // lookups that read the store, their input in the URL
+	Batches func(http.Handler) http.Handler // POST /memberships: may read its body whole (a Bytes method on r.Body), then reads the store
+	Views   func(http.Handler) http.Handler // what only the environment's callers may see, answered from memory (/segments)
+	Streams func(http.Handler) http.Handler // status streams, held open
 	Trace   func(http.Handler) http.Handler // OpenTelemetry's spans and request durations (telemetry.HTTP), outermost
-}
 
-// Auth is the token check of lookups and status streams; *auth.Tokens is one.
-type Auth interface {
-	// Require is middleware that lets a request through only if its credentials open the
-	// environment env says ("" for every one), and writes a refusal with refuse otherwise.
-	Require(refuse func(w http.ResponseWriter, r *http.Request, code int, msg string), env func(*http.Request) string) func(http.Handler) http.Handler
-	// StillOpens says, each time it is called, whether the credentials of r, which Require
-	// let through, still open env: a status stream ends once its token is revoked.
-	StillOpens(r *http.Request, env string) func() bool
-}
-
-// Bodies reads batch bodies whole, within one memory budget for every request, before the
-// lookups; *limit.Bodies is one. Limit's middleware gives the body on as an r.Body with a
-// Bytes method (interface{ Bytes() []byte }), and holds uses(n) bytes more for a body of n
-// until the request is answered.
-type Bodies interface {
-	Limit(limit int64, timeout time.Duration, uses func(n int64) int64, refuse func(w http.ResponseWriter, r *http.Request, code int, msg string)) func(http.Handler) http.Handler
+	// Authorized says whether r carries credentials that open env: /status shows a store's
+	// details only then, and a status stream ends once they no longer do (a revoked token).
+	// nil: everyone is.
+	Authorized func(r *http.Request, env string) bool
 }
 
 // RequestObserver is told about every request once answered: route (a chi pattern, or
@@ -100,8 +88,8 @@ type server struct {
 	envs   []*segments.Environment
 	byName map[string]*segments.Environment
 	Config
-	readBody func(http.Handler) http.Handler // Config.Bodies' Limit, before a batch's lookups
-	mux      *chi.Mux
+	scope func(*http.Request) string // Scope of the environments served
+	mux   *chi.Mux
 }
 
 // New returns the HTTP API over the service's environments: each under /environments/{env}/,
@@ -122,13 +110,13 @@ func NewOps(cfg Config, svc Service) http.Handler {
 
 func newServer(cfg Config, svc Service) *server {
 	s := &server{svc: svc, envs: svc.Environments(), byName: make(map[string]*segments.Environment), Config: cfg, mux: chi.NewRouter()}
-	for _, e := range s.envs {
-		s.byName[e.Name] = e
+	names := make([]string, len(s.envs))
+	for i, e := range s.envs {
+		s.byName[e.Name], names[i] = e, e.Name
 	}
+	s.scope = Scope(names...)
 	s.setDefaults()
-	if s.AccessLog {
-		s.Observe = s.logRequests(s.Observe)
-	}
+	s.Observe = s.logRequests(s.Observe)
 	if s.Trace != nil {
 		s.mux.Use(s.Trace) // outermost, as observed
 	}
@@ -146,22 +134,18 @@ func (s *server) setDefaults() {
 	orDefault(&s.MaxBatch, DefaultMaxBatch)
 	orDefault(&s.MaxBatchRefs, DefaultMaxBatchRefs)
 	orDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
-	orDefault(&s.BodyReadTimeout, DefaultBodyReadTimeout)
 	orDefault(&s.Heartbeat, DefaultHeartbeat)
 	orDefault(&s.StreamWriteTimeout, DefaultStreamWriteTimeout)
 	if s.Log == nil {
 		s.Log = slog.New(slog.DiscardHandler)
 	}
-	none := func(next http.Handler) http.Handler { return next }
-	if s.Shed == nil {
-		s.Shed = none
+	for _, chain := range []*func(http.Handler) http.Handler{&s.Lookups, &s.Batches, &s.Views, &s.Streams} {
+		if *chain == nil {
+			*chain = func(next http.Handler) http.Handler { return next }
+		}
 	}
-	if s.Streams == nil {
-		s.Streams = none
-	}
-	s.readBody = none
-	if s.Bodies != nil {
-		s.readBody = s.Bodies.Limit(s.MaxBodyBytes, s.BodyReadTimeout, s.batchUses, Error)
+	if s.Authorized == nil {
+		s.Authorized = func(*http.Request, string) bool { return true }
 	}
 }
 

@@ -47,8 +47,8 @@ func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *htt
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
-	if cfg.Bodies == nil {
-		cfg.Bodies = limit.NewBodies(limit.DefaultBodyMemory)
+	if cfg.Batches == nil {
+		cfg = defended(cfg, nil)
 	}
 	srv := httptest.NewServer(handlers.New(cfg, svc))
 	t.Cleanup(srv.Close)
@@ -59,6 +59,28 @@ func newServer(t *testing.T, store segments.Store, cfgs ...handlers.Config) *htt
 func newTokens(tokens []string) *auth.Tokens {
 	t, _ := auth.NewTokens(tokens, "", nil, nil)
 	return t
+}
+
+// defended is cfg with defences composed as cmd/server composes them: the check of tokens (if
+// not nil) on every route about the environments of names ("default", the one of oneService,
+// if none), and batch bodies read within the default memory budget. Shedding and stream slots
+// are left to the tests of them.
+func defended(cfg handlers.Config, tokens *auth.Tokens, names ...string) handlers.Config {
+	if len(names) == 0 {
+		names = []string{"default"}
+	}
+	check := func(next http.Handler) http.Handler { return next }
+	if tokens != nil {
+		check, cfg.Authorized = tokens.Require(handlers.Error, handlers.Scope(names...)), tokens.Authorizes
+	}
+	maxBody := cfg.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = handlers.DefaultMaxBodyBytes
+	}
+	bodies := limit.NewBodies(limit.DefaultBodyMemory).Limit(maxBody, handlers.DefaultBodyReadTimeout, handlers.BatchUses(cfg.MaxBatch), handlers.Error)
+	cfg.Lookups, cfg.Views, cfg.Streams = check, check, check
+	cfg.Batches = func(next http.Handler) http.Handler { return check(bodies(next)) }
+	return cfg
 }
 
 func memoryStore(t *testing.T, keys map[string]fixture.Context) *memory.Store {
@@ -624,7 +646,7 @@ func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 // a request refused before its body was read has its connection closed at once, not read to
 // the end of a body that may never come.
 func TestRequestBodiesOnlyWhereRead(t *testing.T) {
-	srv := newServer(t, memoryStore(t, nil), handlers.Config{Auth: newTokens([]string{"s3cret"})})
+	srv := newServer(t, memoryStore(t, nil), defended(handlers.Config{}, newTokens([]string{"s3cret"})))
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
 		{"GET", "/nowhere"}, {"DELETE", "/memberships"},

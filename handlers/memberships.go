@@ -195,7 +195,7 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 	})
 }
 
-// decodeBatch checks and parses a batch body, read whole by Config.Bodies (else here), and
+// decodeBatch checks and parses a batch body, read whole by Config.Batches (else here), and
 // returns it with the hashes to look up.
 func (s *server) decodeBatch(r *http.Request) (batchRequest, []string, error) {
 	body, err := s.batchBody(r)
@@ -213,8 +213,8 @@ func (s *server) decodeBatch(r *http.Request) (batchRequest, []string, error) {
 	return req, hashes, err
 }
 
-// batchBody is the batch body that Config.Bodies read; without Bodies it is read here, whole,
-// up to MaxBodyBytes, with no memory budget.
+// batchBody is the batch body that Config.Batches read whole (a Bytes method); else it is read
+// here, whole, up to MaxBodyBytes, with no memory budget.
 func (s *server) batchBody(r *http.Request) ([]byte, error) {
 	if b, ok := r.Body.(interface{ Bytes() []byte }); ok {
 		return b.Bytes(), nil
@@ -226,10 +226,13 @@ func (s *server) batchBody(r *http.Request) ([]byte, error) {
 // its answer and their share of the bookkeeping.
 const lookupBytes = 256
 
-// batchUses is what decoding and answering a body of n bytes may take in memory: a copy of
-// each key, and lookupBytes per lookup it could hold (each takes at least 3 bytes, `"",`).
-func (s *server) batchUses(n int64) int64 {
-	return n + lookupBytes*min(n/3+1, int64(s.MaxBatch))
+// BatchUses returns what decoding and answering a batch body of n bytes may take in memory,
+// for a body budget (limit.Bodies) to hold while the batch is answered: a copy of each key,
+// and lookupBytes per lookup it could hold (each takes at least 3 bytes, `"",`), at most
+// maxBatch (Config.MaxBatch; DefaultMaxBatch if 0 or less).
+func BatchUses(maxBatch int) func(n int64) int64 {
+	orDefault(&maxBatch, DefaultMaxBatch)
+	return func(n int64) int64 { return n + lookupBytes*min(n/3+1, int64(maxBatch)) }
 }
 
 // parseBatch parses a batch body: one JSON object with contextKeys and/or contextHashes.

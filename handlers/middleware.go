@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -69,7 +68,7 @@ func routeLabel(r *http.Request) string {
 	return "unmatched"
 }
 
-// statusRecorder remembers the status code a handler wrote; pooled, one a request observed.
+// statusRecorder remembers the status code a handler wrote; one a request observed.
 type statusRecorder struct {
 	http.ResponseWriter
 	code int
@@ -92,18 +91,13 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush and deadlines.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
-
 // observed tells Observe about every request once it is answered.
 func (s *server) observed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := recorders.Get().(*statusRecorder)
-		rec.ResponseWriter, rec.code = w, 0
+		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			code := rec.code
-			rec.ResponseWriter = nil
-			recorders.Put(rec)
 			if code == 0 {
 				code = http.StatusOK
 			}
@@ -113,11 +107,12 @@ func (s *server) observed(next http.Handler) http.Handler {
 	})
 }
 
-// logRequests returns an observer that logs each answered request at info level, by route
-// pattern, never by path (paths hold context keys, which are personal data), then tells next.
+// logRequests returns an observer that logs each answered request at debug level (nothing
+// but the log's Enabled check when that level is off), by route pattern, never by path (paths
+// hold context keys, which are personal data), then tells next.
 func (s *server) logRequests(next RequestObserver) RequestObserver {
 	return func(route, method string, code int, d time.Duration) {
-		s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request", slog.String("method", method),
+		s.Log.LogAttrs(context.Background(), slog.LevelDebug, "request", slog.String("method", method),
 			slog.String("route", route), slog.Int("code", code), slog.Float64("ms", float64(d.Microseconds())/1000))
 		if next != nil {
 			next(route, method, code, d)

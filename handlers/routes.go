@@ -17,18 +17,18 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/openapi.yaml", s.openAPI())
 }
 
-// lookupRoutes lists the lookups, the store view (inventory, explain) and the status stream
-// under prefix, behind the token check (strangers use no capacity). Lookups and the store view
-// take a slot once their input is read, streams their own.
+// lookupRoutes lists the routes about an environment under prefix, each behind the chain of
+// its kind (Config): lookups and explains read the store, a batch reads its body and then the
+// store (its Content-Type checked first), /segments answers from memory, the status stream is
+// held open.
 func (s *server) lookupRoutes(prefix string) func(chi.Router) {
 	return func(r chi.Router) {
-		r.Use(s.authenticate)
-		r.With(s.Shed).Get(prefix+"/memberships/{contextKey}", s.getMembership())
-		r.With(s.Shed).Get(prefix+"/memberships", s.getMembershipByHash())
-		r.With(s.jsonBody, s.readBody, s.Shed).Post(prefix+"/memberships", s.postMemberships())
-		r.With(s.Shed).Get(prefix+"/memberships/{contextKey}/explain", s.getExplain())
-		r.With(s.Shed).Get(prefix+"/explain", s.getExplainByHash())
-		r.With(s.Shed).Get(prefix+"/segments", s.getSegments())
+		r.With(s.Lookups).Get(prefix+"/memberships/{contextKey}", s.getMembership())
+		r.With(s.Lookups).Get(prefix+"/memberships", s.getMembershipByHash())
+		r.With(s.jsonBody, s.Batches).Post(prefix+"/memberships", s.postMemberships())
+		r.With(s.Lookups).Get(prefix+"/memberships/{contextKey}/explain", s.getExplain())
+		r.With(s.Lookups).Get(prefix+"/explain", s.getExplainByHash())
+		r.With(s.Views).Get(prefix+"/segments", s.getSegments())
 		r.With(s.Streams).Get(prefix+"/status/stream", s.getStatusStream())
 	}
 }

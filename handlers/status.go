@@ -70,46 +70,16 @@ func (s *server) statusBody(env *segments.Environment, st segments.StoreStatus, 
 	return b
 }
 
-// details says, for each environment, whether the caller of r may see its store's details in
-// /status: everyone when no token is required, else a caller whose token opens that
-// environment, as the token check of its lookups decides (run here on a writer that goes
-// nowhere: /status stays open to probes, which are told the rest).
-func (s *server) details(r *http.Request) func(env string) bool {
-	if s.Auth == nil {
-		return func(string) bool { return true }
-	}
-	refused := false // no valid token: no environment is opened, and no need to ask again
-	return func(env string) bool {
-		if refused {
-			return false
-		}
-		opens := false
-		check := s.Auth.Require(func(_ http.ResponseWriter, _ *http.Request, code int, _ string) {
-			refused = code != http.StatusForbidden
-		}, func(*http.Request) string { return env })
-		check(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { opens = true })).ServeHTTP(nowhere{}, r)
-		return opens
-	}
-}
-
-// nowhere is a ResponseWriter that drops what is written to it: the token check's refusals,
-// when details asks it.
-type nowhere struct{}
-
-func (nowhere) Header() http.Header         { return http.Header{} }
-func (nowhere) Write(b []byte) (int, error) { return len(b), nil }
-func (nowhere) WriteHeader(int)             {}
-
 // getStatus serves GET /status: the poller's last snapshot, never a store read; unscoped
 // while several environments are served, every one's, by name. Open to probes; the details
-// only to those the token check would let look the environment up.
+// only to callers Config.Authorized says are authorized for the environment.
 func (s *server) getStatus() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if chi.URLParam(r, envParam) == "" && len(s.envs) > 1 {
-			all, details := make(map[string]statusBody, len(s.envs)), s.details(r)
+			all := make(map[string]statusBody, len(s.envs))
 			for _, e := range s.envs {
 				st, polled := e.Status()
-				all[e.Name] = s.statusBody(e, st, polled, details(e.Name))
+				all[e.Name] = s.statusBody(e, st, polled, s.Authorized(r, e.Name))
 			}
 			writeJSON(w, http.StatusOK, struct {
 				Environments map[string]statusBody `json:"environments"`
@@ -121,7 +91,7 @@ func (s *server) getStatus() http.HandlerFunc {
 			return
 		}
 		st, polled := env.Status()
-		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled, s.details(r)(env.Name)))
+		writeJSON(w, http.StatusOK, s.statusBody(env, st, polled, s.Authorized(r, env.Name)))
 	}
 }
 
@@ -160,13 +130,11 @@ func (s *server) getStatusStream() http.HandlerFunc {
 	}
 }
 
-// stillOpen says whether the request's token still opens what it asked for: a stream ends at
-// its next write once its token is revoked.
+// stillOpen says whether the request's credentials still open what it asked for
+// (Config.Authorized): a stream ends at its next write once its token is revoked.
 func (s *server) stillOpen(r *http.Request) func() bool {
-	if s.Auth == nil {
-		return func() bool { return true }
-	}
-	return s.Auth.StillOpens(r, s.scope(r))
+	env := s.scope(r)
+	return func() bool { return s.Authorized(r, env) }
 }
 
 // stream sends each environment's status, again at each signal of changes, and heartbeats,

@@ -424,7 +424,7 @@ func TestStatusStreamLimits(t *testing.T) {
 		t.Errorf("a fourth stream: %d %v %s, want a JSON 503 with Retry-After", resp.StatusCode, resp.Header, body)
 	}
 
-	authed := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Auth: newTokens([]string{"tok"})}, svc))
+	authed := httptest.NewServer(handlers.New(defended(handlers.Config{StoreName: "embedded"}, newTokens([]string{"tok"})), svc))
 	t.Cleanup(authed.Close)
 	if resp, body := get(t, authed.URL+"/status/stream"); resp.StatusCode != 401 {
 		t.Errorf("a stream without a token: %d %s, want 401", resp.StatusCode, body)
@@ -505,7 +505,7 @@ func TestStatusStreamEndsWhenTokenRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := oneService(&switchStore{}, segments.Config{StaleAfter: time.Minute})
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Auth: tokens, Heartbeat: 10 * time.Millisecond},
+	srv := httptest.NewServer(handlers.New(defended(handlers.Config{StoreName: "embedded", Heartbeat: 10 * time.Millisecond}, tokens),
 		svc))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

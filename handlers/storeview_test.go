@@ -110,7 +110,7 @@ func TestStoreViewScopedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := threeEnvironments(t, handlers.Config{Auth: tokens, StoreName: "embedded"})
+	srv := threeEnvironments(t, defended(handlers.Config{StoreName: "embedded"}, tokens, "production", "staging", "qa"))
 	hash := url.QueryEscape(segments.Hash("alice"))
 	for _, c := range []struct {
 		token, path string
@@ -336,7 +336,7 @@ func TestStatusDetails(t *testing.T) {
 	}
 	failing, staging, none := statusDetails{"team-a", "NOAUTH Authentication required", ""}, statusDetails{Prefix: "team-b"}, statusDetails{}
 	open := handlers.Config{StoreName: "redis"}
-	withTokens := handlers.Config{StoreName: "redis", Auth: tokens}
+	withTokens := defended(handlers.Config{StoreName: "redis"}, tokens, "production", "staging")
 	for _, c := range []struct {
 		cfg         handlers.Config
 		token, path string
@@ -353,7 +353,7 @@ func TestStatusDetails(t *testing.T) {
 		{withTokens, "tok-all", "/environments/production/status", map[string]statusDetails{"production": failing}},
 	} {
 		if got := detailsShown(t, svc, c.cfg, c.token, c.path); !cmp.Equal(got, c.want) {
-			t.Errorf("tokens %v, %q %s: %+v, want %+v", c.cfg.Auth != nil, c.token, c.path, got, c.want)
+			t.Errorf("tokens %v, %q %s: %+v, want %+v", c.cfg.Authorized != nil, c.token, c.path, got, c.want)
 		}
 	}
 }

@@ -69,7 +69,7 @@ type config struct {
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait, ShutdownTimeout time.Duration `ignored:"true"`
 	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                                      int           `ignored:"true"`
-	AccessLog, RESPTLS                                                                                       bool          `ignored:"true"`
+	RESPTLS                                                                                                  bool          `ignored:"true"`
 	MaxBodyBytes, BodyMemoryBytes                                                                            int64         `ignored:"true"`
 }
 
@@ -88,8 +88,6 @@ func (c *config) derive() {
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
 	c.BodyMemoryBytes = max(64<<20, 64*c.MaxBodyBytes)
 	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
-	level, _ := parseLevel(c.LogLevel)
-	c.AccessLog = level <= slog.LevelDebug
 	c.RESPTLS = c.TLSCertFile != ""
 	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }

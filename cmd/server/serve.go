@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -119,19 +120,27 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	return a, nil
 }
 
-// apiServer is the HTTP API's server, with the defences where they belong.
+// apiServer is the HTTP API's server, with the defences where they belong: on each kind of
+// route, the token check first (strangers use no capacity), then a batch's body read within
+// the memory budget, then a lookup slot, taken once the input is read; a stream's own slots.
 func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) *http.Server {
 	if a.cfg.MetricsAddr != "" {
 		metricsHandler = nil // served on the operators' listener only
 	}
+	var names []string
+	for _, e := range a.svc.Environments() {
+		names = append(names, e.Name)
+	}
+	tokens, slot := a.tokens.Require(handlers.Error, handlers.Scope(names...)), shed.Middleware(handlers.Error)
+	bodies := limit.NewBodies(a.cfg.BodyMemoryBytes).Limit(a.cfg.MaxBodyBytes, a.cfg.BodyReadTimeout, handlers.BatchUses(a.cfg.MaxBatch), handlers.Error)
 	srv := &http.Server{
 		Handler: handlers.New(handlers.Config{
 			Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 			MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
-			MaxBodyBytes: a.cfg.MaxBodyBytes, BodyReadTimeout: a.cfg.BodyReadTimeout,
-			Stop: a.stop, Observe: m.ObserveRequest, AccessLog: a.cfg.AccessLog, Metrics: metricsHandler,
-			Bodies: limit.NewBodies(a.cfg.BodyMemoryBytes), Shed: shed.Middleware(handlers.Error),
-			Streams: limit.Streams(a.ln.MaxStreams(a.cfg.MaxStreams), handlers.Error), Auth: a.tokens, Trace: a.tel.HTTP(),
+			MaxBodyBytes: a.cfg.MaxBodyBytes, Stop: a.stop, Observe: m.ObserveRequest, Metrics: metricsHandler,
+			Lookups: chi.Chain(tokens, slot).Handler, Batches: chi.Chain(tokens, bodies, slot).Handler, Views: tokens,
+			Streams:    chi.Chain(tokens, limit.Streams(a.ln.MaxStreams(a.cfg.MaxStreams), handlers.Error)).Handler,
+			Authorized: a.tokens.Authorizes, Trace: a.tel.HTTP(),
 		}, a.svc),
 		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout, ReadTimeout: a.cfg.ReadTimeout, WriteTimeout: a.cfg.WriteTimeout,
 		IdleTimeout: a.cfg.IdleTimeout, MaxHeaderBytes: a.cfg.MaxHeaderBytes, Protocols: http1Only(),

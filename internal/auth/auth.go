@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// The HTTP side of Tokens: the middleware that checks a request's bearer token, and whether
-// the token of a held request (a status stream) still opens what it asked for.
+// The HTTP side of Tokens: the middleware that checks a request's bearer token, and whether a
+// request's token opens an environment.
 
 // Require is middleware that lets a request through only with exactly one
 // "Authorization: Bearer <token>" header naming one of the tokens that opens the request's
@@ -45,15 +45,16 @@ func (t *Tokens) Require(refuse func(w http.ResponseWriter, r *http.Request, cod
 	}
 }
 
-// StillOpens says, each time it is called, whether the bearer token of r, a request Require
-// let through, still opens env: for a handler that holds its request open (a status stream),
-// to end it once its token is revoked. With no tokens it always says yes.
-func (t *Tokens) StillOpens(r *http.Request, env string) func() bool {
+// Authorizes says whether r carries exactly one bearer token that opens env ("" for every
+// environment), as Require would let it through: for a handler that shows more to those
+// (bigseg's /status), and for one that holds its request open (a status stream), to end it
+// once its token is revoked. With no tokens it always says yes.
+func (t *Tokens) Authorizes(r *http.Request, env string) bool {
 	if !t.Enabled() {
-		return func() bool { return true }
+		return true
 	}
-	session := t.Session(bearer(r.Header.Get("Authorization")))
-	return func() bool { return session.Scope().Opens(env) }
+	h := r.Header["Authorization"]
+	return len(h) == 1 && t.Scope(bearer(h[0])).Opens(env)
 }
 
 // bearer is the token of an Authorization header value, "" if it names another scheme.

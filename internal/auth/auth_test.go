@@ -45,7 +45,7 @@ func TestRequire(t *testing.T) {
 }
 
 // TestRequireWithoutTokens: with no tokens the server is open: Require lets every request
-// through, and StillOpens always says yes.
+// through, and Authorizes always says yes.
 func TestRequireWithoutTokens(t *testing.T) {
 	open, _ := auth.NewTokens(nil, "", slog.New(slog.DiscardHandler), nil)
 	refuse := func(w http.ResponseWriter, r *http.Request, code int, msg string) { http.Error(w, msg, code) }
@@ -56,7 +56,7 @@ func TestRequireWithoutTokens(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Errorf("no tokens: %d, want 200", rec.Code)
 	}
-	if !open.StillOpens(req, "production")() {
-		t.Error("no tokens: StillOpens says no")
+	if !open.Authorizes(req, "production") {
+		t.Error("no tokens: Authorizes says no")
 	}
 }

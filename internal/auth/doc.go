@@ -11,11 +11,12 @@
 //     digests in constant time, each opening every environment or some; a Session (a
 //     connection's AUTH) follows the tokens as they are reloaded, so a revoked token ends
 //     what it holds open. The file's format and its reloading are in tokenfile.go. cmd/server
-//     makes them (NewTokens), runs Run and calls Reload on SIGHUP, and gives them to handlers
-//     (handlers.Config.Auth) and resp (resp.Config.Tokens).
-//   - Require and StillOpens (auth.go): the HTTP side of Tokens: the middleware that checks
-//     the Authorization header (401, 403, 400), and whether a held request's token (a status
-//     stream's) still opens what it asked for. handlers, through its Auth interface.
+//     makes them (NewTokens), runs Run and calls Reload on SIGHUP, composes Require into
+//     handlers' chains, and gives them to resp (resp.Config.Tokens).
+//   - Require and Authorizes (auth.go): the HTTP side of Tokens: the middleware that checks
+//     the Authorization header (401, 403, 400), and whether a request's token opens an
+//     environment (handlers.Config.Authorized: /status's details, a status stream's token
+//     still valid). cmd/server puts both in handlers.Config.
 //   - Certificates (certs.go): the TLS certificate and key, and the client CA of mutual TLS, as
 //     a tls.Config that serves the last good ones. cmd/server makes it, runs Run, calls Reload
 //     on SIGHUP, and gives ServerConfig to every listener that serves TLS.

@@ -73,6 +73,14 @@ func TestTokenScopes(t *testing.T) {
 		if rec.Code != c.want {
 			t.Errorf("%s on %q: %d, want %d", c.token, c.env, rec.Code, c.want)
 		}
+		if got := tok.Authorizes(req, c.env); got != (c.want == 200) {
+			t.Errorf("%s on %q: Authorizes says %v, Require %d", c.token, c.env, got, c.want)
+		}
+	}
+	twice := httptest.NewRequest(http.MethodGet, "/", nil)
+	twice.Header["Authorization"] = []string{"Bearer tok-all", "Bearer tok-all"}
+	if tok.Authorizes(twice, "production") {
+		t.Error("Authorizes lets through two Authorization headers, which Require refuses")
 	}
 	list, _ := auth.NewTokens([]string{"listed"}, "", slog.New(slog.DiscardHandler), nil, "production")
 	if !list.Scope("listed").Opens("production") || !list.Scope("listed").Opens("") {

@@ -17,16 +17,18 @@
 //     side listeners') and gives http.Server its ConnState; resp calls Busy around each
 //     command (resp.Config.Listener).
 //   - Streams and Listener.MaxStreams (streams.go): at most N status streams at once, held to
-//     half the connections, so that streams cannot take them all. cmd/server builds it for
-//     handlers.Config.Streams.
+//     half the connections, so that streams cannot take them all. cmd/server puts it in
+//     handlers.Config.Streams, after the token check.
 //   - Shedder (shed.go): at most N lookups running, N more waiting briefly, the rest refused,
-//     over both listeners at once. cmd/server makes one and gives its Middleware to handlers
-//     (handlers.Config.Shed: 429) and itself to resp (resp.Config.Shed: Admit and Release,
-//     BUSY with TooBusy).
+//     over both listeners at once. cmd/server makes one, puts its Middleware last in
+//     handlers.Config.Lookups and .Batches (429), and gives itself to resp (resp.Config.Shed:
+//     Admit and Release, BUSY with TooBusy).
 //   - Bodies (bodies.go): one memory budget for the request bodies being read and answered;
 //     when requests wait for memory, the one its client paces longest (a stalled body, an
-//     answer not read) is cut to make room. cmd/server makes it (handlers.Config.Bodies);
-//     handlers puts its Limit before the batch lookups, and reads the body from its Bytes.
+//     answer not read) is cut to make room. cmd/server makes it and puts its Limit in
+//     handlers.Config.Batches, between the token check and the shedder, with
+//     handlers.BatchUses as the memory a body's lookups take; handlers reads the body from its
+//     Bytes.
 //   - CommandConn (commands.go): a Redis-protocol command bounded in bytes, and in time once it
 //     has begun to arrive; ErrCommandTooLong is its error. resp wraps each connection in one.
 //   - Refuse (refuse.go): how a middleware turns a request away; handlers.Error is bigseg's.

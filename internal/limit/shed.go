@@ -3,7 +3,6 @@ package limit
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -78,27 +77,19 @@ func (sh *Shedder) Middleware(refuse Refuse) func(http.Handler) http.Handler {
 				refuse(w, r, http.StatusTooManyRequests, TooBusy)
 				return
 			}
-			sw := slotWriters.Get().(*slotWriter)
-			sw.ResponseWriter, sw.sh, sw.held = w, sh, true
-			defer func() {
-				sw.release()
-				sw.ResponseWriter = nil
-				slotWriters.Put(sw)
-			}()
+			sw := &slotWriter{ResponseWriter: w, sh: sh, held: true}
+			defer sw.release()
 			next.ServeHTTP(sw, r)
 		})
 	}
 }
 
-// slotWriter gives its request's slot back at the first write of the answer. Pooled: it is
-// made for every request shed.
+// slotWriter gives its request's slot back at the first write of the answer.
 type slotWriter struct {
 	http.ResponseWriter
 	sh   *Shedder
 	held bool
 }
-
-var slotWriters = sync.Pool{New: func() any { return new(slotWriter) }}
 
 func (w *slotWriter) release() {
 	if w.held {
