@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/bigseg/bigseg/handlers"
@@ -280,6 +281,9 @@ const defaultEnvironment = "default"
 // that is malformed, or repeats a name or prefix, is an error that names it.
 func (c config) servedEnvironments() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
+		if badPrefix(c.Prefix) {
+			return nil, fmt.Errorf("BIGSEG_PREFIX: %q has whitespace or control characters: no synchronizer writes such a prefix", c.Prefix)
+		}
 		return []segments.Environment{{Name: defaultEnvironment, Prefix: c.Prefix}}, nil
 	}
 	var envs []segments.Environment
@@ -302,8 +306,8 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 			return nil, bad("the empty prefix and launchdarkly cannot both be served: the Redis-protocol listener serves the empty one as launchdarkly")
 		case nameErr != nil:
 			return nil, bad(nameErr.Error())
-		case strings.ContainsAny(prefix, " \t\r\n"):
-			return nil, bad("a prefix has no white space")
+		case badPrefix(prefix):
+			return nil, bad(fmt.Sprintf("the prefix %q has whitespace or control characters: no synchronizer writes one", prefix))
 		case names[name]:
 			return nil, bad("the name " + name + " is given twice")
 		case prefixes[prefix]:
@@ -313,6 +317,12 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		envs = append(envs, segments.Environment{Name: name, Prefix: prefix})
 	}
 	return envs, nil
+}
+
+// badPrefix says whether prefix holds whitespace or a control character: a value pasted with
+// its newline, say, which would be served as a prefix that holds no data.
+func badPrefix(prefix string) bool {
+	return strings.ContainsFunc(prefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 }
 
 // environmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for
