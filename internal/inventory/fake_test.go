@@ -150,7 +150,13 @@ func (o *observed) Scanned(env string, inv segments.Inventory, shrunk int) {
 // environment returns the environment named name served from store.
 func environment(t *testing.T, name string, store segments.Store) *segments.Environment {
 	t.Helper()
-	svc, err := segments.New([]segments.Environment{{Name: name, Store: store}}, segments.Config{})
+	return environmentWithPrefix(t, name, "", store)
+}
+
+// environmentWithPrefix returns the environment named name, of prefix, served from store.
+func environmentWithPrefix(t *testing.T, name, prefix string, store segments.Store) *segments.Environment {
+	t.Helper()
+	svc, err := segments.New([]segments.Environment{{Name: name, Prefix: prefix, Store: store}}, segments.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
