@@ -6,8 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
