@@ -94,6 +94,7 @@ type fakeFleet struct {
 	*fakeStore
 	lease    *lease
 	readOnly bool
+	leaseErr error // TakeLease's error, if not nil: the store unreachable
 	takes    int
 }
 
@@ -101,6 +102,9 @@ func (f *fakeFleet) TakeLease(_ context.Context, owner string, ttl time.Duration
 	f.takes++
 	if f.readOnly {
 		return false, fmt.Errorf("NOPERM this user has no permissions to run the 'set' command: %w", fs.ErrPermission)
+	}
+	if f.leaseErr != nil {
+		return false, f.leaseErr
 	}
 	now := f.lease.now()
 	if f.lease.holder == owner || !now.Before(f.lease.expires) {
