@@ -267,7 +267,8 @@ func (c config) rangeChecks() []rangeCheck {
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
-		{"INVENTORY_INTERVAL", c.InventoryInterval < 0, "must not be negative (0 turns the scans off)"},
+		{"INVENTORY_INTERVAL", c.InventoryInterval < 0 || c.InventoryInterval > 0 && c.InventoryInterval < time.Second,
+			"must be 0 (no scans) or at least 1s: a scan of the whole store, and the lease it takes, are not for every few milliseconds"},
 		{"INVENTORY_READS_PER_SECOND", c.InventoryReadsPerSecond < 1, "must be at least 1"},
 		{"INVENTORY_MAX_SEGMENTS", c.InventoryMaxSegments < 0 || c.InventoryMaxSegments > 10000, "must be 0 to 10000"},
 	}

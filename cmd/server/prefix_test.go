@@ -36,3 +36,14 @@ func TestConfigRefusesPrefixWithWhitespace(t *testing.T) {
 		}
 	}
 }
+
+// BIGSEG_INVENTORY_INTERVAL is 0 (no scans) or at least a second; a smaller one (a unit
+// forgotten: 500ms for 500s) is refused, with a message that says so.
+func TestConfigInventoryInterval(t *testing.T) {
+	for v, ok := range map[string]bool{"0": true, "1s": true, "1h": true, "999ms": false, "1ns": false, "-1s": false} {
+		_, err := configOf(map[string]string{"BIGSEG_INVENTORY_INTERVAL": v})
+		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), "must be 0 (no scans) or at least 1s") {
+			t.Errorf("BIGSEG_INVENTORY_INTERVAL=%s: %v", v, err)
+		}
+	}
+}
