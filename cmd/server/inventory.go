@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,22 +39,6 @@ func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr
 	if err != nil {
 		return err
 	}
-	envs := svc.Environments()
-	if *name != "" {
-		i := slices.IndexFunc(envs, func(e *segments.Environment) bool { return e.Name == *name })
-		if i < 0 {
-			names := make([]string, len(envs))
-			for j, e := range envs {
-				names[j] = e.Name
-			}
-			return fmt.Errorf("inventory: no environment %q: the environments are %s", *name, strings.Join(names, ", "))
-		}
-		envs = envs[i : i+1]
-	}
-	where := store.name
-	if store.table != "" {
-		where += " table " + store.table
-	}
-	return inventory.Report(ctx, envs, inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond},
-		inventory.Output{Store: where, JSON: *asJSON}, stdout, stderr)
+	return inventory.Report(ctx, svc.Environments(), inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond},
+		inventory.Output{Environment: *name, Store: store.name, Table: store.table, JSON: *asJSON}, stdout, stderr)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,15 +16,32 @@ import (
 // redraw is how often, at most, the progress line is written again.
 const redraw = 250 * time.Millisecond
 
-// Output is how Report prints: the store's description (its kind, as /status names it: redis,
-// dynamodb, and DynamoDB's table), printed with each environment's prefix so that a wrong
-// prefix shows; and JSON or tables.
+// Output is what Report scans and how it prints: the one environment named (every one if
+// ""); the store's kind, as /status names it (redis, dynamodb), and DynamoDB's table, printed
+// with each environment's prefix so that a wrong prefix shows; JSON or tables.
 type Output struct {
-	Store string
-	JSON  bool
+	Environment  string
+	Store, Table string
+	JSON         bool
 }
 
-// Report runs one scan of each of envs, one after the other, at most s.ReadsPerSecond contexts
+// pick returns the environment of envs named name, every one if name is "", or an error that
+// lists their names.
+func pick(envs []*segments.Environment, name string) ([]*segments.Environment, error) {
+	if name == "" {
+		return envs, nil
+	}
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		if e.Name == name {
+			return envs[i : i+1], nil
+		}
+		names[i] = e.Name
+	}
+	return nil, fmt.Errorf("inventory: no environment %q: the environments are %s", name, strings.Join(names, ", "))
+}
+
+// Report runs one scan of each of envs (or of the one o.Environment names), one after the other, at most s.ReadsPerSecond contexts
 // a second, and writes every segment's counts to out: a table per environment, or with
 // o.JSON what GET /segments answers (one object, or an array of them if there are several).
 // Each environment's store and prefix are written first (on stderr with JSON, whose objects
@@ -39,6 +57,13 @@ func Report(ctx context.Context, envs []*segments.Environment, s Settings, o Out
 }
 
 func report(ctx context.Context, envs []*segments.Environment, s Settings, o Output, out, stderr, progress io.Writer, c clock) error {
+	envs, err := pick(envs, o.Environment)
+	if err != nil {
+		return err
+	}
+	if o.Table != "" {
+		o.Store += " table " + o.Table
+	}
 	for _, e := range envs {
 		if _, ok := e.Store.(Scanner); !ok {
 			return fmt.Errorf("environment %s: its store cannot list its contexts", e.Name)

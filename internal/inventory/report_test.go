@@ -108,3 +108,21 @@ func TestReportErrors(t *testing.T) {
 		t.Error("a buffer is a terminal")
 	}
 }
+
+// TestReportPicks: --environment scans the one named, with the store's table named beside its
+// prefix; an environment that does not exist is an error that lists the ones that do.
+func TestReportPicks(t *testing.T) {
+	var out bytes.Buffer
+	o := Output{Environment: "staging", Store: "dynamodb", Table: "ld"}
+	if err := report(t.Context(), reportEnvs(t), Settings{}, o, &out, io.Discard, nil, newFakeClock().clock()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), `staging (store dynamodb table ld, prefix "stg"): 1 contexts`) || strings.Contains(out.String(), "production") {
+		t.Errorf("--environment staging printed:\n%s", out.String())
+	}
+	o.Environment = "nope"
+	err := report(t.Context(), reportEnvs(t), Settings{}, o, &out, io.Discard, nil, newFakeClock().clock())
+	if want := `inventory: no environment "nope": the environments are production, staging`; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %s", err, want)
+	}
+}
