@@ -356,6 +356,9 @@ func (e *Environment) logStatus(st StoreStatus, err error) {
 		e.log.Error("big segment store unavailable", "code", e.svc.cfg.ErrorCode(err), "err", err.Error())
 	case err != nil:
 		e.log.Error("big segment store unavailable", "err", err.Error())
+	case st.Stale && st.LastSynchronized.IsZero():
+		e.log.Warn(fmt.Sprintf("big segment data is stale: no synchronization recorded under prefix %q: check that it is the prefix the synchronizer writes", e.Prefix),
+			"prefix", e.Prefix)
 	case st.Stale:
 		e.log.Warn("big segment data is stale", "lastSynchronized", st.LastSynchronized)
 	default:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
@@ -53,7 +54,7 @@ type config struct {
 	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)"`
 	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
 	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
-	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route and /status/stream require one"`
+	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route, the store view (/segments, /explain and each /memberships/{contextKey}/explain) and /status/stream require one"`
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics, the probes /livez, /healthz, /readyz and Go's /debug/pprof on this address too, such as :9090 (the operators' listener: keep it private); /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
@@ -61,7 +62,7 @@ type config struct {
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
-	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment; 0 turns the scans off"`
+	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment: 0 (no scans) or at least 1s"`
 	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most contexts a scan reads a second, so that it never competes with lookups"`
 	InventoryMaxSegments      int           `envconfig:"INVENTORY_MAX_SEGMENTS" desc:"segments of each environment exported as bigseg_segment_contexts series, the largest (0 to 10000)"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
@@ -264,7 +265,8 @@ func (c config) rangeChecks() []rangeCheck {
 		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
 		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
 		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
-		{"INVENTORY_INTERVAL", c.InventoryInterval < 0, "must not be negative (0 turns the scans off)"},
+		{"INVENTORY_INTERVAL", c.InventoryInterval < 0 || c.InventoryInterval > 0 && c.InventoryInterval < time.Second,
+			"must be 0 (no scans) or at least 1s: a scan of the whole store, and the lease it takes, are not for every few milliseconds"},
 		{"INVENTORY_READS_PER_SECOND", c.InventoryReadsPerSecond < 1, "must be at least 1"},
 		{"INVENTORY_MAX_SEGMENTS", c.InventoryMaxSegments < 0 || c.InventoryMaxSegments > 10000, "must be 0 to 10000"},
 	}
@@ -278,6 +280,9 @@ const defaultEnvironment = "default"
 // that is malformed, or repeats a name or prefix, is an error that names it.
 func (c config) servedEnvironments() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
+		if badPrefix(c.Prefix) {
+			return nil, fmt.Errorf("BIGSEG_PREFIX: %q has whitespace or control characters: no synchronizer writes such a prefix", c.Prefix)
+		}
 		return []segments.Environment{{Name: defaultEnvironment, Prefix: c.Prefix}}, nil
 	}
 	var envs []segments.Environment
@@ -300,8 +305,8 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 			return nil, bad("the empty prefix and launchdarkly cannot both be served: the Redis-protocol listener serves the empty one as launchdarkly")
 		case nameErr != nil:
 			return nil, bad(nameErr.Error())
-		case strings.ContainsAny(prefix, " \t\r\n"):
-			return nil, bad("a prefix has no white space")
+		case badPrefix(prefix):
+			return nil, bad(fmt.Sprintf("the prefix %q has whitespace or control characters: no synchronizer writes one", prefix))
 		case names[name]:
 			return nil, bad("the name " + name + " is given twice")
 		case prefixes[prefix]:
@@ -311,6 +316,12 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		envs = append(envs, segments.Environment{Name: name, Prefix: prefix})
 	}
 	return envs, nil
+}
+
+// badPrefix says whether prefix holds whitespace or a control character: a value pasted with
+// its newline, say, which would be served as a prefix that holds no data.
+func badPrefix(prefix string) bool {
+	return strings.ContainsFunc(prefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 }
 
 // environmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,14 +16,18 @@ import (
 
 // runInventory runs "server inventory [--environment NAME] [--json]": one scan of each
 // environment's store (inventory.Report) at BIGSEG_INVENTORY_READS_PER_SECOND, its counts to
-// stdout, its progress to stderr when that is a terminal.
+// stdout (with --json, what GET /segments answers), its progress to stderr when that is a
+// terminal. Its scan is its own: running servers' /segments keep their own scans' counts.
 func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inventory", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("environment", "", "the environment to scan (a name of BIGSEG_ENVIRONMENTS; default: every one)")
-	asJSON := fs.Bool("json", false, `print {"environments": [...]} as JSON, not tables`)
+	asJSON := fs.Bool("json", false, "print what GET /segments answers (an array of them for several environments), not tables")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("inventory: unexpected argument %q: the flags are --environment NAME and --json", fs.Arg(0))
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := openStore(ctx, cfg, log, metrics.New(prometheus.NewRegistry()), nil)
@@ -36,13 +39,6 @@ func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr
 	if err != nil {
 		return err
 	}
-	envs := svc.Environments()
-	if *name != "" {
-		i := slices.IndexFunc(envs, func(e *segments.Environment) bool { return e.Name == *name })
-		if i < 0 {
-			return fmt.Errorf("inventory: no environment %q", *name)
-		}
-		envs = envs[i : i+1]
-	}
-	return inventory.Report(ctx, envs, inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond}, stdout, stderr, *asJSON)
+	return inventory.Report(ctx, svc.Environments(), inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond},
+		inventory.Output{Environment: *name, Store: store.name, Table: store.table, JSON: *asJSON}, stdout, stderr)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,15 +107,20 @@ func TestInventoryCountsTheStore(t *testing.T) {
 	if err := runProgram(ctx, env, &out, io.Discard, "inventory", "--json"); err != nil {
 		t.Fatalf("server inventory --json: %v", err)
 	}
-	var printed struct{ Environments []segmentsBody }
-	if err := json.Unmarshal(out.Bytes(), &printed); err != nil || len(printed.Environments) != 1 {
+	apitest.CheckSchema(t, "Inventory", out.Bytes()) // what GET /segments answers
+	var printed segmentsBody
+	if err := json.Unmarshal(out.Bytes(), &printed); err != nil {
 		t.Fatalf("server inventory --json printed %q: %v", out.String(), err)
 	}
-	if p := printed.Environments[0].counts(); !p.equal(want) {
+	if p := printed.counts(); !p.equal(want) {
 		t.Errorf("server inventory --json counts %+v, want %+v", p, want)
 	}
-	if err := runProgram(ctx, env, io.Discard, io.Discard, "inventory", "--environment", "nope"); err == nil {
-		t.Error("server inventory --environment nope: no error")
+	err := runProgram(ctx, env, io.Discard, io.Discard, "inventory", "--environment", "nope")
+	if err == nil || !strings.Contains(err.Error(), "the environments are default") {
+		t.Errorf("server inventory --environment nope: %v, want the valid names", err)
+	}
+	if err := runProgram(ctx, env, io.Discard, io.Discard, "inventory", "extra"); err == nil {
+		t.Error("server inventory extra: no error")
 	}
 }
 

@@ -25,6 +25,10 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 		return err
 	}
 	report := fixture.Report{W: stderr, Now: now, Unit: "sets", DryRun: opts.DryRun}
+	verb, into := "loading", "into"
+	if opts.DryRun {
+		verb, into = "dry run: comparing", "with"
+	}
 	open := func(f *fixture.Fixture) (fixture.Loader, func(), error) {
 		ro, err := cfg.redisOptions()
 		if err != nil {
@@ -34,8 +38,8 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 		if err != nil {
 			return nil, nil, err
 		}
-		fmt.Fprintf(stderr, "loading %d contexts from %s into %s Redis %v under prefix %q\n",
-			len(f.Contexts), file, ro.Topology(), ro.Addrs(), prefix)
+		fmt.Fprintf(stderr, "%s %d contexts from %s %s %s Redis %v under prefix %q\n",
+			verb, len(f.Contexts), file, into, ro.Topology(), ro.Addrs(), prefix)
 		return redis.New(client, prefix), func() { client.Close() }, nil
 	}
 	switch {
@@ -47,8 +51,8 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 			if err != nil {
 				return nil, nil, err
 			}
-			fmt.Fprintf(stderr, "loading %d contexts from %s into DynamoDB table %s (region %s) under prefix %q\n",
-				len(f.Contexts), file, cfg.DynamoDBTable, client.Region(), prefix)
+			fmt.Fprintf(stderr, "%s %d contexts from %s %s DynamoDB table %s (region %s) under prefix %q\n",
+				verb, len(f.Contexts), file, into, cfg.DynamoDBTable, client.Region(), prefix)
 			return dynamodb.New(client, cfg.DynamoDBTable, prefix), client.Close, nil
 		}
 	case !cfg.hasRedis():

@@ -94,6 +94,7 @@ type fakeFleet struct {
 	*fakeStore
 	lease    *lease
 	readOnly bool
+	leaseErr error // TakeLease's error, if not nil: the store unreachable
 	takes    int
 }
 
@@ -101,6 +102,9 @@ func (f *fakeFleet) TakeLease(_ context.Context, owner string, ttl time.Duration
 	f.takes++
 	if f.readOnly {
 		return false, fmt.Errorf("NOPERM this user has no permissions to run the 'set' command: %w", fs.ErrPermission)
+	}
+	if f.leaseErr != nil {
+		return false, f.leaseErr
 	}
 	now := f.lease.now()
 	if f.lease.holder == owner || !now.Before(f.lease.expires) {
@@ -150,7 +154,13 @@ func (o *observed) Scanned(env string, inv segments.Inventory, shrunk int) {
 // environment returns the environment named name served from store.
 func environment(t *testing.T, name string, store segments.Store) *segments.Environment {
 	t.Helper()
-	svc, err := segments.New([]segments.Environment{{Name: name, Store: store}}, segments.Config{})
+	return environmentWithPrefix(t, name, "", store)
+}
+
+// environmentWithPrefix returns the environment named name, of prefix, served from store.
+func environmentWithPrefix(t *testing.T, name, prefix string, store segments.Store) *segments.Environment {
+	t.Helper()
+	svc, err := segments.New([]segments.Environment{{Name: name, Prefix: prefix, Store: store}}, segments.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -138,11 +139,11 @@ func (l *Loop) scanOne(ctx context.Context, t *target) {
 	t.env.SetInventory(running)
 	inv, err := scan(ctx, t.env, t.sc, l.settings.ReadsPerSecond, l.clock, nil)
 	if err != nil {
+		t.env.SetInventory(prev)
 		if ctx.Err() == nil {
-			prev.LastError, prev.LastErrorAt = err.Error(), l.clock.now()
+			l.failed(t, err)
 			log.Warn("inventory scan failed; the last complete counts stay", "err", err)
 		}
-		t.env.SetInventory(prev)
 		return
 	}
 	n := 0
@@ -153,10 +154,18 @@ func (l *Loop) scanOne(ctx context.Context, t *target) {
 	t.shrunk = n
 	l.publish(t, inv)
 	log.Info("inventory scan complete", "contexts", inv.Contexts, "segments", len(inv.Segments),
-		"shrunk", n, "duration", inv.FinishedAt.Sub(inv.StartedAt))
+		"shrunk", n, "duration", inv.FinishedAt.Sub(inv.StartedAt).String())
 	if t.fleet != nil {
 		l.save(ctx, t, inv)
 	}
+}
+
+// failed records on t's inventory why its last scan failed and when, as /segments shows it;
+// the counts and their state stay the last complete scan's.
+func (l *Loop) failed(t *target, err error) {
+	inv := t.env.Inventory()
+	inv.LastError, inv.LastErrorAt = err.Error(), l.clock.now()
+	t.env.SetInventory(inv)
 }
 
 func (l *Loop) publish(t *target, inv segments.Inventory) {
@@ -184,6 +193,9 @@ func (l *Loop) lead(ctx context.Context, t *target) bool {
 		return false
 	case err != nil:
 		l.log.Warn("take the inventory scan lease", "environment", t.env.Name, "err", err)
+		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+			l.failed(t, fmt.Errorf("take the scan lease: %w", err))
+		}
 		return false
 	}
 	return held

@@ -9,8 +9,7 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// record is an inventory as JSON: what the lease holder stores for the other replicas, and what
-// server inventory --json prints.
+// record is an inventory as JSON as the lease holder stores it for the other replicas.
 type record struct {
 	Environment  string          `json:"environment"`
 	State        string          `json:"state"`
@@ -68,4 +67,46 @@ func decode(data []byte) (segments.Inventory, int, error) {
 		inv.Segments[i] = segments.SegmentCount(s)
 	}
 	return inv, r.Shrunk, nil
+}
+
+// segmentsBody is an inventory as GET /segments answers it (handlers' writeInventory, and
+// api/openapi.yaml's Inventory), for server inventory --json: the same fields, the same
+// omissions, the same time format.
+type segmentsBody struct {
+	Environment string          `json:"environment"`
+	Contexts    int64           `json:"contexts"`
+	Segments    []segmentRecord `json:"segments"`
+	Scan        scanBody        `json:"scan"`
+}
+
+// scanBody is the "scan" of segmentsBody: fields that would be empty are left out.
+type scanBody struct {
+	State         string  `json:"state"`
+	StartedAt     *string `json:"startedAt,omitempty"`
+	FinishedAt    *string `json:"finishedAt,omitempty"`
+	CursorAtStart string  `json:"cursorAtStart,omitempty"`
+	CursorAtEnd   string  `json:"cursorAtEnd,omitempty"`
+	LastError     string  `json:"lastError,omitempty"`
+	LastErrorAt   *string `json:"lastErrorAt,omitempty"`
+}
+
+func toSegmentsBody(env string, inv segments.Inventory) segmentsBody {
+	b := segmentsBody{Environment: env, Contexts: inv.Contexts, Segments: make([]segmentRecord, len(inv.Segments)), Scan: scanBody{
+		State: inv.State, StartedAt: timeOrNil(inv.StartedAt), FinishedAt: timeOrNil(inv.FinishedAt),
+		CursorAtStart: inv.CursorStart, CursorAtEnd: inv.CursorFinish, LastError: inv.LastError, LastErrorAt: timeOrNil(inv.LastErrorAt),
+	}}
+	for i, s := range inv.Segments {
+		b.Segments[i] = segmentRecord(s)
+	}
+	return b
+}
+
+// timeOrNil is t in RFC 3339 (UTC, as precise as it is), as /segments writes it; nil (left out)
+// for the zero time.
+func timeOrNil(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,53 +16,106 @@ import (
 // redraw is how often, at most, the progress line is written again.
 const redraw = 250 * time.Millisecond
 
-// Report runs one scan of each of envs, one after the other, at most s.ReadsPerSecond contexts
-// a second, and writes every segment's counts to out: a table per environment, or with asJSON
-// one JSON object {"environments": [...]}. While a scan runs, the contexts read and the rate are
-// redrawn on progress (the command's stderr) if it is a terminal. It is server inventory's: a
-// store not a Scanner, or a failed scan, is an error.
-func Report(ctx context.Context, envs []*segments.Environment, s Settings, out, progress io.Writer, asJSON bool) error {
-	if !terminal(progress) {
-		progress = nil
-	}
-	return report(ctx, envs, s, out, progress, asJSON, realClock)
+// Output is what Report scans and how it prints: the one environment named (every one if
+// ""); the store's kind, as /status names it (redis, dynamodb), and DynamoDB's table, printed
+// with each environment's prefix so that a wrong prefix shows; JSON or tables.
+type Output struct {
+	Environment  string
+	Store, Table string
+	JSON         bool
 }
 
-func report(ctx context.Context, envs []*segments.Environment, s Settings, out, progress io.Writer, asJSON bool, c clock) error {
+// pick returns the environment of envs named name, every one if name is "", or an error that
+// lists their names.
+func pick(envs []*segments.Environment, name string) ([]*segments.Environment, error) {
+	if name == "" {
+		return envs, nil
+	}
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		if e.Name == name {
+			return envs[i : i+1], nil
+		}
+		names[i] = e.Name
+	}
+	return nil, fmt.Errorf("inventory: no environment %q: the environments are %s", name, strings.Join(names, ", "))
+}
+
+// Report runs one scan of each of envs (or of the one o.Environment names), one after the other, at most s.ReadsPerSecond contexts
+// a second, and writes every segment's counts to out: a table per environment, or with
+// o.JSON what GET /segments answers (one object, or an array of them if there are several).
+// Each environment's store and prefix are written first (on stderr with JSON, whose objects
+// have the fields of /segments only); while a scan runs, the contexts read and the rate are
+// redrawn on stderr if it is a terminal. It is server inventory's: a store not a Scanner, or a
+// failed scan, is an error.
+func Report(ctx context.Context, envs []*segments.Environment, s Settings, o Output, out, stderr io.Writer) error {
+	var progress io.Writer
+	if terminal(stderr) {
+		progress = stderr
+	}
+	return report(ctx, envs, s, o, out, stderr, progress, realClock)
+}
+
+func report(ctx context.Context, envs []*segments.Environment, s Settings, o Output, out, stderr, progress io.Writer, c clock) error {
+	envs, err := pick(envs, o.Environment)
+	if err != nil {
+		return err
+	}
+	if o.Table != "" {
+		o.Store += " table " + o.Table
+	}
 	for _, e := range envs {
 		if _, ok := e.Store.(Scanner); !ok {
 			return fmt.Errorf("environment %s: its store cannot list its contexts", e.Name)
 		}
 	}
-	records := make([]record, 0, len(envs))
+	invs := make([]segments.Inventory, 0, len(envs))
 	for _, e := range envs {
+		if o.JSON {
+			fmt.Fprintf(stderr, "%s: %s\n", e.Name, where(o.Store, e.Prefix))
+		}
 		m := meter{w: progress, env: e.Name, c: c, start: c.now()}
 		inv, err := scan(ctx, e, e.Store.(Scanner), s.ReadsPerSecond, c, m.update)
 		m.done(inv.Contexts)
 		if err != nil {
 			return fmt.Errorf("environment %s: %w", e.Name, err)
 		}
-		records = append(records, toRecord(e.Name, inv, 0))
+		invs = append(invs, inv)
 	}
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Environments []record `json:"environments"`
-		}{records})
+	if o.JSON {
+		return writeJSON(out, envs, invs)
 	}
-	return writeTable(out, records)
+	return writeTable(out, o.Store, envs, invs)
 }
 
-// writeTable writes each environment's totals, then its segments, one a line.
-func writeTable(out io.Writer, records []record) error {
+// where describes an environment's store and prefix.
+func where(store, prefix string) string {
+	return fmt.Sprintf("store %s, prefix %q", store, prefix)
+}
+
+// writeJSON writes each inventory as GET /segments answers it: one object, or an array.
+func writeJSON(out io.Writer, envs []*segments.Environment, invs []segments.Inventory) error {
+	bodies := make([]segmentsBody, len(invs))
+	for i, inv := range invs {
+		bodies[i] = toSegmentsBody(envs[i].Name, inv)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if len(bodies) == 1 {
+		return enc.Encode(bodies[0])
+	}
+	return enc.Encode(bodies)
+}
+
+// writeTable writes each environment's store, prefix and totals, then its segments, one a line.
+func writeTable(out io.Writer, store string, envs []*segments.Environment, invs []segments.Inventory) error {
 	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
-	for i, r := range records {
+	for i, r := range invs {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		fmt.Fprintf(tw, "%s: %d contexts in %d segments, scanned %s to %s, cursor %q to %q\n", r.Environment, r.Contexts,
-			len(r.Segments), r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), r.CursorStart, r.CursorFinish)
+		fmt.Fprintf(tw, "%s (%s): %d contexts in %d segments, scanned %s to %s, cursor %q to %q\n", envs[i].Name, where(store, envs[i].Prefix),
+			r.Contexts, len(r.Segments), r.StartedAt.UTC().Format(time.RFC3339), r.FinishedAt.UTC().Format(time.RFC3339), r.CursorStart, r.CursorFinish)
 		fmt.Fprintln(tw, "SEGMENT\tINCLUDED\tEXCLUDED")
 		for _, s := range r.Segments {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", s.Ref, s.Included, s.Excluded)

@@ -148,13 +148,10 @@ func scan(ctx context.Context, env *segments.Environment, sc Scanner, rate int, 
 	return inv, nil
 }
 
-// cursor is the store's cursor, as the environment's last status poll found it, or read when
-// none has run (server inventory polls nothing): a scan records it at its start and finish, and
-// two that differ mean the data changed while it ran.
+// cursor is the store's cursor, read from its metadata (bounded by callTimeout): a scan reads
+// it at its start and finish, and two that differ mean the data changed while it ran. It is
+// not the status poller's, which may be a poll interval old.
 func cursor(ctx context.Context, env *segments.Environment) (string, error) {
-	if st, polled := env.Status(); polled {
-		return st.Cursor, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	md, err := env.Store.Metadata(ctx)

@@ -19,6 +19,8 @@ func TestInventory(t *testing.T) {
 		{"defaults", "", [3]string{"1h", "1000", "100"}},
 		{"tuned", "inventory: {interval: 10m, readsPerSecond: 250, maxSegments: 0}", [3]string{"10m", "250", "0"}},
 		{"off", "inventory: {interval: 0s}", [3]string{"0s", "1000", "100"}},
+		{"off as a number", "inventory: {interval: 0}", [3]string{"0", "1000", "100"}},
+		{"the least", "inventory: {interval: 1000ms, readsPerSecond: 1, maxSegments: 10000}", [3]string{"1000ms", "1", "10000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -187,6 +187,37 @@ directory (never subPath, which would not follow updates), with fixed file names
 {{- end }}
 
 {{/*
+bigseg.validateInventory: the inventory values, as the server checks them (BIGSEG_INVENTORY_*):
+an interval of 0 (no scans) or at least 1s, whole numbers in range; a scanner needs scans.
+*/}}
+{{- define "bigseg.validateInventory" -}}
+{{- with .Values.inventory }}
+{{- $iv := .interval }}
+{{- if and (not (kindIs "string" $iv)) (eq (toString $iv) "0") }}{{ $iv = "0" }}{{ end }}
+{{- $secs := include "bigseg.seconds" (list "inventory.interval" $iv) | float64 }}
+{{- if and (gt $secs 0.0) (lt $secs 1.0) }}
+{{- fail (printf "inventory.interval: %q: want 0s (no scans) or at least 1s" $iv) }}
+{{- end }}
+{{- if and .scanner.enabled (eq $secs 0.0) }}
+{{- fail "inventory.scanner.enabled: the scanner scans every inventory.interval, which is 0 (no scans): set an interval, or disable the scanner" }}
+{{- end }}
+{{- range $name, $r := dict "readsPerSecond" (list .readsPerSecond 1 -1) "maxSegments" (list .maxSegments 0 10000) }}
+{{- $v := index $r 0 }}
+{{- $whole := and (or (kindIs "int" $v) (kindIs "int64" $v) (kindIs "float64" $v)) (eq (float64 $v) (floor (float64 $v))) }}
+{{- $min := index $r 1 }}
+{{- $max := index $r 2 }}
+{{- if not (and $whole (ge (float64 $v) (float64 $min)) (or (lt $max 0) (le (float64 $v) (float64 $max)))) }}
+{{- if lt $max 0 }}
+{{- fail (printf "inventory.%s: want a whole number, at least %d, not %v" $name $min $v) }}
+{{- else }}
+{{- fail (printf "inventory.%s: want a whole number from %d to %d, not %v" $name $min $max $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 bigseg.settings: every BIGSEG_* variable the chart sets, as a YAML map of strings, after
 checking the values. The ConfigMap holds exactly this.
 */}}
@@ -278,6 +309,7 @@ the value at fault.
 {{- define "bigseg.validate" -}}
 {{- $_ := include "bigseg.terminationGracePeriodSeconds" . }}
 {{- $_ = include "bigseg.goMemLimit" . }}
+{{- include "bigseg.validateInventory" . }}
 {{- $structured := dict
   "BIGSEG_ADDR" "ports.http"
   "BIGSEG_METRICS_ADDR" "ports.metrics"
@@ -336,12 +368,23 @@ the value at fault.
 {{- if gt (len $urls) 1 }}
 {{- fail "redis: choose one of url, cluster.url and sentinel.url" }}
 {{- end }}
+{{- $pw := "redis.passwordSecret" }}
+{{- $scannerURL := $.Values.inventory.scanner.redisURL }}
+{{- if and $.scanner $scannerURL }}
+{{- /* The scanner's URL took the place of the servers': name the value the user wrote. */}}
+{{- $named := dict }}
+{{- range $k, $u := $urls }}
+{{- if eq $u $scannerURL }}{{ $_ := set $named (printf "inventory.scanner.redisURL (in place of %s)" $k) $u }}{{ else }}{{ $_ := set $named $k $u }}{{ end }}
+{{- end }}
+{{- $urls = $named }}
+{{- $pw = "inventory.scanner.passwordSecret" }}
+{{- end }}
 {{- range $name, $url := $urls }}
 {{- if regexMatch "^[a-z]+://[^/@]*:[^/@]*@" $url }}
-{{- fail (printf "%s: holds a password; put it in a Secret and name it in redis.passwordSecret (the sentinels': redis.sentinel.passwordSecret)" $name) }}
+{{- fail (printf "%s: holds a password; put it in a Secret and name it in %s (the sentinels': redis.sentinel.passwordSecret)" $name $pw) }}
 {{- end }}
 {{- if regexMatch "[?&]password=" $url }}
-{{- fail (printf "%s: holds a password; put it in a Secret and name it in redis.passwordSecret" $name) }}
+{{- fail (printf "%s: holds a password; put it in a Secret and name it in %s" $name $pw) }}
 {{- end }}
 {{- if and (or $.Values.redis.tls.caSecret.name $.Values.redis.tls.clientCertSecret.name) (not (hasPrefix "rediss://" $url)) }}
 {{- fail (printf "%s: redis.tls.caSecret and redis.tls.clientCertSecret need a rediss:// URL" $name) }}
@@ -351,7 +394,8 @@ the value at fault.
 {{- with .Values.dynamodb }}
 {{- if .table }}
 {{- $redis := list }}
-{{- if $.Values.redis.url }}{{ $redis = append $redis "redis.url" }}{{ end }}
+{{- if and $.scanner $.Values.inventory.scanner.redisURL }}{{ $redis = append $redis "inventory.scanner.redisURL (a Redis URL for the scanner)" }}
+{{- else if $.Values.redis.url }}{{ $redis = append $redis "redis.url" }}{{ end }}
 {{- if $.Values.redis.cluster.url }}{{ $redis = append $redis "redis.cluster.url" }}{{ end }}
 {{- if $.Values.redis.sentinel.url }}{{ $redis = append $redis "redis.sentinel.url" }}{{ end }}
 {{- if $redis }}
