@@ -40,7 +40,7 @@ const (
 // times, and a flood of connections that send nothing. Meanwhile a well-behaved client keeps
 // looking up. Its lookups must all succeed, and what the process holds (memory, goroutines,
 // file descriptors, metric series) must stay within bounds that follow from the settings.
-func TestHostileClients(t *testing.T) {
+func TestHostileClients(t *testing.T) { // not parallel: it judges how a good client fares under attack
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}
@@ -414,6 +414,7 @@ func unreadAnswers(ctx context.Context, addr string) {
 // or half a header, and holds them: it keeps at most sideConns open, and still answers a
 // probe.
 func TestSideListenerIsBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}
@@ -458,6 +459,7 @@ func TestSideListenerIsBounded(t *testing.T) {
 // (past stuckGrace) is closed to make room. Without that, the write timeout (an hour here)
 // would be the new client's wait.
 func TestUnreadAnswersDoNotLockOut(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}
@@ -476,7 +478,7 @@ func TestUnreadAnswersDoNotLockOut(t *testing.T) {
 		go c.Write(requests) // blocks once the server, stuck writing, stops reading
 	}
 	waitFor(t, "every slot taken by a client that reads nothing", func() bool {
-		return p.holdings(t).fds >= before.fds+slots
+		return p.holdings(t).sockets >= before.sockets+slots
 	})
 	newClientsAnswered(t, p, 30*time.Second, "every slot held by unread answers")
 }
@@ -514,6 +516,7 @@ func watchPeaks(ctx context.Context, t *testing.T, p *process, good *goodClient,
 // connection slots. An open stream is a connection in use, which the limit never closes to make
 // room, so streams are held to half of BIGSEG_MAX_CONNS: a new client is still answered.
 func TestStreamsCannotTakeEveryConnection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}
@@ -527,7 +530,7 @@ func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 	for range 2 * slots {
 		wg.Go(func() { holdStream(ctx, addr) })
 	}
-	waitFor(t, "half the slots held by streams", func() bool { return p.holdings(t).fds >= before.fds+slots/2 })
+	waitFor(t, "half the slots held by streams", func() bool { return p.holdings(t).sockets >= before.sockets+slots/2 })
 	newClientsAnswered(t, p, 10*time.Second, "with streams on every connection they may take")
 }
 
@@ -535,6 +538,7 @@ func TestStreamsCannotTakeEveryConnection(t *testing.T) {
 // some idle ones, and the scraper's own. (A slot taken by an Accept still waiting for its
 // connection is not an open connection.)
 func TestOpenConnectionsGauge(t *testing.T) {
+	t.Parallel()
 	p := startProcess(t, nil)
 	const idle = 5
 	for range idle {
@@ -558,6 +562,7 @@ func TestOpenConnectionsGauge(t *testing.T) {
 // TestStreamsHeldToHalfTheConnections: half of BIGSEG_MAX_CONNS may hold streams, and a stream
 // beyond them is refused.
 func TestStreamsHeldToHalfTheConnections(t *testing.T) {
+	t.Parallel()
 	const slots = 20
 	p := startProcess(t, map[string]string{"BIGSEG_MAX_CONNS": strconv.Itoa(slots)})
 	addr := strings.TrimPrefix(p.URL, "http://")

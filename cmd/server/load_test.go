@@ -38,6 +38,7 @@ func (c *fakeClock) now() time.Time {
 // A phase prints a line once a second has passed since it started, then at most one a
 // second, and a last line with its duration.
 func TestLoadMeterPacesLines(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := start
 	var out bytes.Buffer
@@ -99,6 +100,7 @@ func loadWith(t *testing.T, prefix string, clock *fakeClock, args ...string) (st
 // Every phase of a load prints its progress as it goes, then a last line: reading the file,
 // parsing it, writing the contexts and, with --replace, deleting those it does not list.
 func TestLoadPrintsProgressOfEveryPhase(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	store := redis.New(c, prefix)
@@ -154,6 +156,7 @@ func TestLoadPrintsProgressOfEveryPhase(t *testing.T) {
 // instance's cache) and still sets synchronized_on; a load that changes something, or that
 // gives a cursor other than the stored one, sets it.
 func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	ctx := context.Background()
@@ -208,6 +211,7 @@ func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
 // summary on stdout), but for the numbers that vary from run to run: times, the cursor and
 // durations.
 func TestLoadOutputAsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)
