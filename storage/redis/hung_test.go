@@ -88,6 +88,7 @@ func runMixedLoad(t *testing.T, store *redis.Store, hashes []string, want map[st
 // sent about one read per nodeRetryInterval (a probe, one at a time), and once it answers again
 // every context is read again.
 func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a cluster and stops a node")
 	}
@@ -205,6 +206,7 @@ func (h pipelineCmdsHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 // free, do). A pause shorter than the read timeout answers every read in time: no read may
 // fail, the paused master's contexts included.
 func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a cluster and pauses a node")
 	}
