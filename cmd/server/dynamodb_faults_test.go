@@ -82,7 +82,7 @@ func readyz(base string) int {
 // makes it ready again and lookups answer. (Unprocessed keys fail only the contexts left
 // unprocessed: the metadata is read, so /readyz stays 200.)
 func TestDynamoDBFaults(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	c, table := dynamoTable(t)
 	var changes []dynamotest.Change
 	for i := range faultUsers {
@@ -158,7 +158,7 @@ func TestDynamoDBFaults(t *testing.T) {
 // TestDynamoDBUnreachable: a closed port and a missing table make the program unready and
 // every lookup a JSON 503, with the cause's code logged.
 func TestDynamoDBUnreachable(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestDynamoDBUnreachable(t *testing.T) {
 // about a second, as Redis's read timeout bounds Redis's, even with a lookup timeout of a
 // minute: the program is unready within the 10 s the log wait allows.
 func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	_, table := dynamoTable(t)
 	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
 	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} })
@@ -216,7 +216,7 @@ func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
 // Redis-protocol listener once the lookup timeout has passed, for the include and the exclude of
 // the pair alike, never a silence or an empty set; the metadata is still read meanwhile.
 func TestDynamoDBSlowReadOverRESP(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
 	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
@@ -255,7 +255,7 @@ func TestDynamoDBSlowReadOverRESP(t *testing.T) {
 // program unready, and the cache is not dropped. Once DynamoDB answers again, every answer is
 // the table's: nothing wrong was cached. (Each case asks for contexts of its own, which no case before it cached.)
 func TestDynamoDBAnswersThatSayNothing(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	bodies := []struct {
 		name    string
 		rewrite func(dynamotest.Reply) dynamotest.Reply

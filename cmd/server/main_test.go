@@ -56,9 +56,9 @@ func findLeaks() error {
 
 // parallelTests is how many of this package's parallel tests run at once unless -parallel
 // says: most of them wait on processes, timeouts and servers of their own far more than they
-// compute, so that more than GOMAXPROCS of them at once still fit the cores (go test's default
-// is GOMAXPROCS).
-const parallelTests = 10
+// compute, so that more than GOMAXPROCS of them at once (go test's default) still fit the
+// cores; and those on the shared moto_server wait for their turn in a slot (parallelOnMoto).
+const parallelTests = 16
 
 // defaultParallel sets -test.parallel to n unless the command line set it.
 func defaultParallel(n int) {

@@ -235,7 +235,7 @@ func checkDurationMetric(t *testing.T, ms []otlptest.Metric) {
 // and region) beneath or linked to the lookup, and the AWS credentials are nowhere in what is
 // exported.
 func TestOTelDynamoDB(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash(otelKey(0)), AddIncluded: []string{"seg-otel.g1"}})
 	recv := startReceiver(t)

@@ -266,7 +266,7 @@ func TestDocLinksResolve(t *testing.T) {
 // the table the tests create on moto (and the store reads): its aws dynamodb create-table
 // command, option by option, against DescribeTable of a test table.
 func TestDynamoDBDocCreatesTheTestsTable(t *testing.T) {
-	t.Parallel()
+	parallelOnMoto(t)
 	b, err := os.ReadFile("../../docs/dynamodb.md")
 	if err != nil {
 		t.Fatal(err)
