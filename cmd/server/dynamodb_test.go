@@ -19,17 +19,17 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
-// motoTurns are the turns of the parallel tests on the shared moto_server: a single Python
-// process, whose answers a dozen programs polling it ten times a second, and tests writing
-// to it, would slow past the lookup timeouts the tests of DynamoDB's faults set.
-var motoTurns = make(chan struct{}, 2)
+// motoTurn is the turn of the parallel tests on the shared moto_server: a single Python
+// process, whose answers several programs polling it ten times a second, and tests writing
+// to it, slow past the lookup timeouts (300 ms) the tests of DynamoDB's faults set.
+var motoTurn = make(chan struct{}, 1)
 
-// parallelOnMoto makes a test that uses the shared moto_server parallel to the others, but to
-// one other such test at most: it waits for a turn, held until the test ends.
+// parallelOnMoto makes a test that uses the shared moto_server parallel to the others, but not
+// to another such test: it waits for its turn, held until the test ends.
 func parallelOnMoto(t *testing.T) {
 	t.Parallel()
-	motoTurns <- struct{}{}
-	t.Cleanup(func() { <-motoTurns })
+	motoTurn <- struct{}{}
+	t.Cleanup(func() { <-motoTurn })
 }
 
 // dynamoTable is a table of the test's own on the package's moto_server, with a client of it.
