@@ -403,21 +403,6 @@ func TestBatchReadsOnlyWhatItMust(t *testing.T) {
 	}
 }
 
-func TestRedisDownGives503(t *testing.T) {
-	t.Parallel()
-	rs := redistest.Start(t)
-	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL()})
-	if resp, body := srv.get(t, "/memberships/alice"); resp.StatusCode != 200 {
-		t.Fatalf("with Redis up: %d %s", resp.StatusCode, body)
-	}
-	rs.Stop()
-	resp, body := srv.get(t, "/memberships/bob")
-	got := apitest.Decode[lookup](t, body)
-	if resp.StatusCode != http.StatusServiceUnavailable || got.Status != "STORE_ERROR" || got.Error == "" {
-		t.Errorf("with Redis down: %d %s", resp.StatusCode, body)
-	}
-}
-
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "bad.json")
@@ -508,17 +493,6 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	}
 	if err := runProgram(context.Background(), nil, io.Discard, io.Discard, "bogus"); err == nil {
 		t.Error("unknown command accepted")
-	}
-}
-
-func TestShutdownOnCancel(t *testing.T) {
-	t.Parallel()
-	srv := start(t, nil)
-	if err := srv.stop(); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	if len(srv.logs.find("stopped")) != 1 {
-		t.Errorf("no clean stop in the logs:\n%s", srv.logs.all())
 	}
 }
 

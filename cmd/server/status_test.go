@@ -246,6 +246,9 @@ func TestShutdownSequence(t *testing.T) {
 	if _, err := http.Get(srv.URL + "/livez"); err == nil {
 		t.Error("listener still open after shutdown")
 	}
+	if len(srv.logs.find("stopped")) != 1 {
+		t.Errorf("no clean stop in the logs:\n%s", srv.logs.all())
+	}
 }
 
 func TestMetricsEndpoint(t *testing.T) {
