@@ -18,12 +18,13 @@ import (
 )
 
 // dynamoProcess starts the real program on table, reaching DynamoDB at endpoint, with short
-// polls, no cache (every lookup reads the table) and a lookup timeout of 300 ms, and kv on top.
+// polls, no cache (every lookup reads the table) and a lookup timeout of a second (300 ms was
+// less than moto_server took to answer a read on a busy machine), and kv on top.
 func dynamoProcess(t *testing.T, endpoint, table string, kv ...string) *process {
 	t.Helper()
 	env := dynamotest.Vars(t, endpoint)
 	for k, v := range map[string]string{"BIGSEG_DYNAMODB_TABLE": table, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
-		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "300ms"} {
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "1s"} {
 		env[k] = v
 	}
 	for i := 0; i+1 < len(kv); i += 2 {

@@ -21,7 +21,7 @@ import (
 
 // motoTurn is the turn of the parallel tests on the shared moto_server: a single Python
 // process, whose answers several programs polling it ten times a second, and tests writing
-// to it, slow past the lookup timeouts (300 ms) the tests of DynamoDB's faults set.
+// to it, slow past the lookup timeout the tests of DynamoDB's faults set (dynamoProcess).
 var motoTurn = make(chan struct{}, 1)
 
 // parallelOnMoto makes a test that uses the shared moto_server parallel to the others, but not
