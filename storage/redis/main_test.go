@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 // parallelTests is how many of this package's parallel tests (those that start Redis servers of
-// their own: clusters, a sentinel set) run at once unless -parallel says: they wait on those
+// their own: clusters, a sentinel set; but the two of hung_test.go) run at once unless -parallel says: they wait on those
 // servers far more than they compute, so that more than GOMAXPROCS of them (go test's
 // default) still fit the cores.
 const parallelTests = 8
