@@ -10,6 +10,7 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	c := defaultConfig()
 	c.SeedFile = emptySeedFile // a store is the one setting without a default
 	if err := c.validate(); err != nil {
@@ -20,6 +21,7 @@ func TestDefaultIsValid(t *testing.T) {
 // With no store configured the program refuses to start, naming the settings of each store:
 // served, it would answer "no membership" for everyone while healthy and ready.
 func TestNoStoreIsRefused(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"})
 	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL",
 		"BIGSEG_REDIS_SENTINEL_URL", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
@@ -30,6 +32,7 @@ func TestNoStoreIsRefused(t *testing.T) {
 }
 
 func TestValidateNamesTheVariables(t *testing.T) {
+	t.Parallel()
 	c := defaultConfig()
 	c.CacheSize, c.MaxConns, c.LogLevel = -1, 0, "loud"
 	c.InventoryInterval, c.InventoryReadsPerSecond, c.InventoryMaxSegments = -time.Second, 0, 10001
@@ -50,6 +53,7 @@ func TestValidateNamesTheVariables(t *testing.T) {
 // Timeouts that cannot hold together are refused at start, naming both sides: a lookup timeout
 // past the write timeout would have lookups answered with nothing at all.
 func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		env  map[string]string
 		want string
@@ -77,6 +81,7 @@ func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
 }
 
 func TestServed(t *testing.T) {
+	t.Parallel()
 	c := defaultConfig()
 	envs, err := c.servedEnvironments()
 	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: defaultEnvironment, Prefix: c.Prefix}) {
@@ -98,6 +103,7 @@ func TestServed(t *testing.T) {
 // With DynamoDB an environment may have the empty prefix, LaunchDarkly's default there, but
 // not beside launchdarkly, which the Redis-protocol listener serves it as.
 func TestServedEmptyPrefixOnDynamoDB(t *testing.T) {
+	t.Parallel()
 	c := defaultConfig()
 	c.DynamoDBTable = "bigseg"
 	c.Environments = []string{"production=", "staging=ld-staging"}
@@ -114,6 +120,7 @@ func TestServedEmptyPrefixOnDynamoDB(t *testing.T) {
 }
 
 func TestEnvironmentPrefix(t *testing.T) {
+	t.Parallel()
 	c := defaultConfig()
 	if p, err := c.environmentPrefix(""); err != nil || p != c.Prefix {
 		t.Errorf("one environment: %q, %v", p, err)
@@ -131,6 +138,7 @@ func TestEnvironmentPrefix(t *testing.T) {
 }
 
 func TestUnknownVariablesInEnviron(t *testing.T) {
+	t.Parallel()
 	err := unknownVariables([]string{"PATH=/bin", "BIGSEG_REDIS_ULR=redis://x", "BIGSEG_ADDR=:1"})
 	if err == nil || !strings.Contains(err.Error(), "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?") {
 		t.Errorf("a misspelt setting: %v", err)
@@ -143,21 +151,24 @@ func TestUnknownVariablesInEnviron(t *testing.T) {
 // Asking a command for its usage is not a failure: the process exits 0, with no settings at
 // all. A flag it does not know still exits 1.
 func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"load", "-h"}, {"load", "--help"}, {"load", "file.json", "-h"},
-		{"healthcheck", "-h"}, {"healthcheck", "--help"}} {
-		if code, stdout, stderr := runToExit(t, nil, args...); code != 0 || !strings.Contains(stdout+stderr, "Usage") {
-			t.Errorf("%v: exit %d, output %q; want exit 0 and the usage", args, code, stdout+stderr)
-		}
-	}
-	for _, args := range [][]string{{"load", "--bogus"}, {"healthcheck", "--bogus"}} {
-		if code, _, _ := runToExit(t, nil, args...); code != 1 {
-			t.Errorf("%v: exit %d, want 1", args, code)
-		}
+		{"healthcheck", "-h"}, {"healthcheck", "--help"}, {"load", "--bogus"}, {"healthcheck", "--bogus"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runToExit(t, nil, args...)
+			if bogus := strings.HasSuffix(args[len(args)-1], "bogus"); bogus && code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			} else if !bogus && (code != 0 || !strings.Contains(stdout+stderr, "Usage")) {
+				t.Errorf("exit %d, output %q; want exit 0 and the usage", code, stdout+stderr)
+			}
+		})
 	}
 }
 
 // The limits that are no settings of their own follow from the settings they derive from.
 func TestDerivedLimits(t *testing.T) {
+	t.Parallel()
 	c, err := configOf(map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "3s", "BIGSEG_MAX_CONNS": "100", "BIGSEG_LOOKUP_TIMEOUT": "2s", "BIGSEG_MAX_BATCH": "50", "BIGSEG_MAX_KEY_BYTES": "100",
 		"BIGSEG_LOG_LEVEL": "DEBUG"})
 	if err != nil {

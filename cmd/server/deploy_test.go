@@ -87,7 +87,7 @@ func unknownLabels(expr string, names map[string]map[string]bool) []string {
 // TestDashboardAndAlertsUseExportedMetrics keeps deploy/ in step with the code: every metric a
 // PromQL expression of the Grafana dashboard or the alert rules names must be exported, with
 // every label the expression selects or groups on.
-func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
+func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) { // not parallel: dynamotest.Env
 	names := exported(t)
 
 	raw, err := os.ReadFile("../../deploy/grafana/bigseg.json")

@@ -11,6 +11,7 @@ import (
 // No Docker engine runs in CI; these checks keep the Dockerfile and the compose file in step
 // with the code. CI also builds the same static binary and runs its healthcheck.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +28,7 @@ func TestDockerfile(t *testing.T) {
 }
 
 func TestCompose(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)

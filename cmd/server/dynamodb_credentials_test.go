@@ -47,6 +47,7 @@ func credentialsEnv(kv ...string) []string {
 // IRSA), accepts the call and never answers; once it answers again, lookups are answered
 // within a fetch's bound (5 s), though the first call never ends.
 func TestDynamoDBHungWebIdentity(t *testing.T) {
+	t.Parallel() // most of it waits for the fetch of credentials: little of moto_server
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
 	sts := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
@@ -74,6 +75,7 @@ func TestDynamoDBHungWebIdentity(t *testing.T) {
 // answers again, lookups are answered within a fetch's bound (5 s), though the hung child
 // lives on.
 func TestDynamoDBHungCredentialProcess(t *testing.T) {
+	t.Parallel() // most of it waits for the fetch of credentials: little of moto_server
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
 	dir := t.TempDir()
@@ -123,6 +125,7 @@ echo '{"Version": 1, "AccessKeyId": "bigsegtest", "SecretAccessKey": "bigsegtest
 // EKS Pod Identity) accepts the call and never answers; once it answers again, lookups are
 // answered within a fetch's bound (5 s).
 func TestDynamoDBHungContainerCredentials(t *testing.T) {
+	t.Parallel() // most of it waits for the fetch of credentials: little of moto_server
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
 	var hung atomic.Bool

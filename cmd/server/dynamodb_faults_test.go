@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,18 +19,30 @@ import (
 )
 
 // dynamoProcess starts the real program on table, reaching DynamoDB at endpoint, with short
-// polls, no cache (every lookup reads the table) and a lookup timeout of 300 ms, and kv on top.
+// polls, no cache (every lookup reads the table) and a lookup timeout of a second (300 ms was
+// less than moto_server took to answer a read on a busy machine), and kv on top.
 func dynamoProcess(t *testing.T, endpoint, table string, kv ...string) *process {
 	t.Helper()
 	env := dynamotest.Vars(t, endpoint)
 	for k, v := range map[string]string{"BIGSEG_DYNAMODB_TABLE": table, "BIGSEG_STATUS_POLL_INTERVAL": "100ms",
-		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "300ms"} {
+		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_LOOKUP_TIMEOUT": "1s"} {
 		env[k] = v
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		env[kv[i]] = kv[i+1]
 	}
 	return startProcess(t, env)
+}
+
+// askUsers asks for user-from..user-from+n, all at once, and returns their answers in order.
+func askUsers(base string, from, n int) []answer {
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() { answers[i] = ask(http.DefaultClient, base+"/memberships/user-"+strconv.Itoa(from+i)) })
+	}
+	wg.Wait()
+	return answers
 }
 
 // faultUsers are the contexts of the fault tests: user-i is included in seg-(i%7).g1.
@@ -82,6 +95,7 @@ func readyz(base string) int {
 // makes it ready again and lookups answer. (Unprocessed keys fail only the contexts left
 // unprocessed: the metadata is read, so /readyz stays 200.)
 func TestDynamoDBFaults(t *testing.T) {
+	parallelOnMoto(t)
 	c, table := dynamoTable(t)
 	var changes []dynamotest.Change
 	for i := range faultUsers {
@@ -121,8 +135,8 @@ func TestDynamoDBFaults(t *testing.T) {
 			if tt.code != "" {
 				waitFor(t, "/readyz 503", func() bool { return readyz(p.URL) == 503 })
 			}
-			for i := range faultUsers {
-				if a := ask(http.DefaultClient, p.URL+"/memberships/user-"+strconv.Itoa(i)); a.code != 503 || !a.ok {
+			for i, a := range askUsers(p.URL, 0, faultUsers) { // at once: a read may take the whole lookup timeout
+				if a.code != 503 || !a.ok {
 					t.Fatalf("user-%d: %+v, want a JSON 503 STORE_ERROR", i, a)
 				}
 			}
@@ -157,6 +171,7 @@ func TestDynamoDBFaults(t *testing.T) {
 // TestDynamoDBUnreachable: a closed port and a missing table make the program unready and
 // every lookup a JSON 503, with the cause's code logged.
 func TestDynamoDBUnreachable(t *testing.T) {
+	parallelOnMoto(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +209,7 @@ func TestDynamoDBUnreachable(t *testing.T) {
 // about a second, as Redis's read timeout bounds Redis's, even with a lookup timeout of a
 // minute: the program is unready within the 10 s the log wait allows.
 func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
+	parallelOnMoto(t)
 	_, table := dynamoTable(t)
 	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
 	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} })
@@ -213,6 +229,7 @@ func TestDynamoDBHungStatusReadIsBounded(t *testing.T) {
 // Redis-protocol listener once the lookup timeout has passed, for the include and the exclude of
 // the pair alike, never a silence or an empty set; the metadata is still read meanwhile.
 func TestDynamoDBSlowReadOverRESP(t *testing.T) {
+	parallelOnMoto(t)
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1", dynamotest.Change{Hash: segments.Hash("user-1"), AddIncluded: []string{faultRef(1)}})
 	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
@@ -251,6 +268,7 @@ func TestDynamoDBSlowReadOverRESP(t *testing.T) {
 // program unready, and the cache is not dropped. Once DynamoDB answers again, every answer is
 // the table's: nothing wrong was cached. (Each case asks for contexts of its own, which no case before it cached.)
 func TestDynamoDBAnswersThatSayNothing(t *testing.T) {
+	parallelOnMoto(t)
 	bodies := []struct {
 		name    string
 		rewrite func(dynamotest.Reply) dynamotest.Reply

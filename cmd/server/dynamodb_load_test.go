@@ -69,7 +69,7 @@ func dynamoIncluded(t *testing.T, c *awsdynamodb.Client, table, prefix, key stri
 // (no prefix by default), with progress lines for every phase; the same load again changes
 // nothing and keeps lastVersion; --replace deletes the items of contexts the file does not
 // list and sets a new lastVersion; a running instance answers the load at its next poll.
-func TestDynamoDBLoad(t *testing.T) {
+func TestDynamoDBLoad(t *testing.T) { // not parallel: dynamotest.Env
 	c, table := dynamoTable(t)
 	dynamotest.Env(t, dynamotest.Shared(t).URL)
 	env := map[string]string{"BIGSEG_DYNAMODB_TABLE": table}
@@ -128,7 +128,7 @@ func TestDynamoDBLoad(t *testing.T) {
 
 // TestDynamoDBLoadAnEnvironment: with several environments, load writes the one named, under
 // its prefix, and no other's data or lastVersion.
-func TestDynamoDBLoadAnEnvironment(t *testing.T) {
+func TestDynamoDBLoadAnEnvironment(t *testing.T) { // not parallel: dynamotest.Env
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "ld-prod", "", "prod-v1", dynamotest.Change{Hash: segments.Hash("alice"), AddIncluded: []string{"prod.g1"}})
 	dynamotest.Env(t, dynamotest.Shared(t).URL)
@@ -152,7 +152,7 @@ func TestDynamoDBLoadAnEnvironment(t *testing.T) {
 }
 
 // TestDynamoDBLoadIntoAMissingTable: a load into a table that does not exist fails naming it.
-func TestDynamoDBLoadIntoAMissingTable(t *testing.T) {
+func TestDynamoDBLoadIntoAMissingTable(t *testing.T) { // not parallel: dynamotest.Env
 	dynamotest.Env(t, dynamotest.Shared(t).URL)
 	cfg, err := configOf(map[string]string{"BIGSEG_DYNAMODB_TABLE": "bigsegtest-no-such-table"})
 	if err != nil {

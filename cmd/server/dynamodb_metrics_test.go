@@ -16,7 +16,7 @@ import (
 // the read capacity its answer consumed; a throttled read counts each attempt by its code;
 // keys left unprocessed once count as retried. Whatever happened, the series' labels are
 // of the fixed sets. The status poll runs once an hour here, so only the lookups read.
-func TestDynamoDBMetrics(t *testing.T) {
+func TestDynamoDBMetrics(t *testing.T) { // not parallel: dynamotest.Env
 	c, table := dynamoTable(t)
 	relayWrite(t, c, table, "", "", "v1",
 		dynamotest.Change{Hash: segments.Hash("alice"), AddIncluded: []string{"a.g1"}},

@@ -19,6 +19,19 @@ import (
 	"github.com/bigseg/bigseg/segments"
 )
 
+// motoTurn is the turn of the parallel tests on the shared moto_server: a single Python
+// process, whose answers several programs polling it ten times a second, and tests writing
+// to it, slow past the lookup timeout the tests of DynamoDB's faults set (dynamoProcess).
+var motoTurn = make(chan struct{}, 1)
+
+// parallelOnMoto makes a test that uses the shared moto_server parallel to the others, but not
+// to another such test: it waits for its turn, held until the test ends.
+func parallelOnMoto(t *testing.T) {
+	t.Parallel()
+	motoTurn <- struct{}{}
+	t.Cleanup(func() { <-motoTurn })
+}
+
 // dynamoTable is a table of the test's own on the package's moto_server, with a client of it.
 func dynamoTable(t *testing.T) (*awsdynamodb.Client, string) {
 	t.Helper()
@@ -50,7 +63,7 @@ type dynamoStatus struct {
 // write without a new lastVersion stays hidden by the cache, and one with a new lastVersion
 // is answered at the next poll. The Redis-protocol listener serves the same data under the
 // SDKs' default Redis prefix, launchdarkly:, to a real go-redis client.
-func TestDynamoDBEndToEnd(t *testing.T) {
+func TestDynamoDBEndToEnd(t *testing.T) { // not parallel: dynamotest.Env
 	c, table := dynamoTable(t)
 	keys := []string{"alice", "a/b", "100%", "a+b", "with space", "zoë"}
 	var changes []dynamotest.Change
@@ -152,7 +165,7 @@ func polledAfter(t *testing.T, srv *server, checkedAt string) {
 // TestDynamoDBEnvironments: environments by prefix in one table, read by one poll each tick:
 // each answers its own data, a patch of one drops only its answers, /status names the table
 // for each, and the Redis-protocol listener serves each under its own prefix.
-func TestDynamoDBEnvironments(t *testing.T) {
+func TestDynamoDBEnvironments(t *testing.T) { // not parallel: dynamotest.Env
 	c, table := dynamoTable(t)
 	alice := segments.Hash("alice")
 	for _, p := range []string{"ld-prod", "ld-staging"} {
@@ -202,6 +215,7 @@ func TestDynamoDBEnvironments(t *testing.T) {
 // The DynamoDB settings: the table beside a Redis setting is refused, naming both; the
 // default prefix with DynamoDB is none, and BIGSEG_PREFIX still sets one.
 func TestDynamoDBSettings(t *testing.T) {
+	t.Parallel()
 	for redisVar, val := range map[string]string{"BIGSEG_REDIS_URL": "redis://127.0.0.1:6379",
 		"BIGSEG_REDIS_CLUSTER_URL": "redis://127.0.0.1:7000", "BIGSEG_REDIS_SENTINEL_URL": "redis://127.0.0.1:26379?master_name=m"} {
 		env := map[string]string{"BIGSEG_DYNAMODB_TABLE": "bigseg", redisVar: val}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/url"
 	"reflect"
 	"strings"
@@ -43,6 +42,7 @@ func threeEnvironments(t *testing.T) (map[string]string, map[string]string) {
 // while the others keep their cached answers; qa, never synchronized, answers STALE and keeps
 // /readyz 503, naming it; made-up environment names add no metric series.
 func TestEnvironmentsEndToEnd(t *testing.T) {
+	t.Parallel()
 	env, prefixes := threeEnvironments(t)
 	srv := start(t, env)
 	for name, want := range map[string]map[string]bool{"production": {"production.g1": true}, "staging": {"staging.g1": true}, "qa": {}} {
@@ -121,6 +121,7 @@ func mustGet(t *testing.T, srv *server, path string) []byte {
 // Settings of BIGSEG_ENVIRONMENTS that cannot work stop the start with a message naming the
 // pair at fault.
 func TestEnvironmentsSettings(t *testing.T) {
+	t.Parallel()
 	url := "redis://127.0.0.1:6379"
 	for _, c := range []struct {
 		env  map[string]string
@@ -135,7 +136,7 @@ func TestEnvironmentsSettings(t *testing.T) {
 		{map[string]string{"BIGSEG_REDIS_URL": url, "BIGSEG_ENVIRONMENTS": "prod=a", "BIGSEG_PREFIX": "b"}, "BIGSEG_PREFIX and BIGSEG_ENVIRONMENTS are both set"},
 		{map[string]string{"BIGSEG_ENVIRONMENTS": "prod=a,staging=b"}, "the embedded store serves one environment"},
 	} {
-		err := runProgram(context.Background(), c.env, io.Discard, io.Discard)
+		err := runRefused(context.Background(), c.env)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.env, err, c.want)
 		}
@@ -144,6 +145,7 @@ func TestEnvironmentsSettings(t *testing.T) {
 
 // server load writes the environment named, and its cursor only.
 func TestLoadAnEnvironment(t *testing.T) {
+	t.Parallel()
 	env, prefixes := threeEnvironments(t)
 	out, err := loadFile(t, env, "--environment", "qa", "../../examples/memberships.json")
 	if err != nil {
@@ -168,6 +170,7 @@ func TestLoadAnEnvironment(t *testing.T) {
 // Over the Redis-protocol listener, the prefix an SDK reads selects its environment, and a
 // token scoped to staging is refused on production.
 func TestEnvironmentsOverRESP(t *testing.T) {
+	t.Parallel()
 	env, prefixes := threeEnvironments(t)
 	tokens := t.TempDir() + "/tokens"
 	writeFile(t, tokens, "tok-staging staging\n")

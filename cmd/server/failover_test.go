@@ -151,6 +151,7 @@ func allAnswered(hc *http.Client, base string) bool {
 // every context and be ready again within failoverRecovery of the promotion, and never give a
 // wrong answer.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a six-node cluster and waits for two failovers")
 	}
@@ -228,6 +229,7 @@ func keyServedBy(t *testing.T, cluster *redistest.Cluster, prefix string, node *
 // load: while it is down, every context whose sets are on the other masters is answered, and
 // every context with a set on the dead one is a 503, never a wrong or empty answer.
 func TestClusterMasterDownCostsOnlyItsContexts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a cluster and kills a node")
 	}
@@ -282,6 +284,7 @@ func TestClusterMasterDownCostsOnlyItsContexts(t *testing.T) {
 // whose keys are all on the other masters may fail, the faulty master's contexts must be
 // refused, and once it answers again every context is answered.
 func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a cluster and stops a node")
 	}
@@ -347,6 +350,7 @@ func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
 // environments, or a higher BIGSEG_STORE_READS_IN_FLIGHT, have). A pause shorter than the read
 // timeout answers every read in time: no lookup may fail, the paused master's contexts included.
 func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a cluster and pauses a node")
 	}

@@ -77,6 +77,7 @@ func ask(client *http.Client, url string) answer {
 }
 
 func TestStartsBeforeRedis(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Reserve(t)
 	srv := start(t, faultEnv(rs.URL()))
 	if a := ask(http.DefaultClient, srv.URL+"/memberships/user-1"); a.code != 503 || !a.ok {
@@ -107,6 +108,7 @@ func TestStartsBeforeRedis(t *testing.T) {
 }
 
 func TestRedisKilledDuringLoad(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	seedUsers(t, rs.Client(), 200)
 	srv := start(t, faultEnv(rs.URL(), "BIGSEG_CACHE_SIZE", "0", "BIGSEG_LOG_LEVEL", "info"))
@@ -167,6 +169,7 @@ func TestRedisKilledDuringLoad(t *testing.T) {
 }
 
 func TestSlowRedis(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	seedUsers(t, c, 10)
@@ -204,6 +207,7 @@ func TestSlowRedis(t *testing.T) {
 }
 
 func TestWrongDataInRedis(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	ctx := context.Background()
@@ -240,7 +244,8 @@ func TestWrongDataInRedis(t *testing.T) {
 }
 
 func TestSlowClientsAndBigHeaders(t *testing.T) {
-	srv := start(t, map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "100ms"}) // headers: 200ms
+	t.Parallel()
+	srv := start(t, map[string]string{"BIGSEG_BODY_READ_TIMEOUT": "500ms"}) // headers: 1s, which a busy machine still meets
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	// A client that never finishes its headers is cut off.
@@ -306,6 +311,7 @@ func TestSlowClientsAndBigHeaders(t *testing.T) {
 }
 
 func TestTokensAndMetricsListener(t *testing.T) {
+	t.Parallel()
 	tokens := t.TempDir() + "/tokens"
 	writeFile(t, tokens, "# bigseg callers\nsecret-token-a\n\n  secret-token-b  \n")
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
@@ -356,6 +362,7 @@ func TestTokensAndMetricsListener(t *testing.T) {
 // answer 503 at once without each paying for a connection attempt; once Redis is up, the
 // poller sees it within a second and lookups are read again.
 func TestDeadRedisFailsFast(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Reserve(t) // a free port; nothing listens on it yet
 	srv := start(t, faultEnv(rs.URL(), "BIGSEG_STATUS_POLL_INTERVAL", "1h"))
 	waitFor(t, "a failed poll", func() bool { return srv.value(t, "bigseg_store_status_polls_total", "result", "error") >= 1 })
@@ -382,6 +389,7 @@ func TestDeadRedisFailsFast(t *testing.T) {
 // A lookup answers within BIGSEG_LOOKUP_TIMEOUT however long Redis takes: while Redis is
 // paused for longer than that, no lookup succeeds late.
 func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	seedUsers(t, c, 100)
@@ -429,6 +437,7 @@ func TestPausedRedisAnswersWithinTheLookupTimeout(t *testing.T) {
 // clients trickling their bodies a byte at a time, other clients' lookups and batches are
 // answered, and the slow ones get a 408 once their body read times out.
 func TestSlowBodiesTakeNoLookupSlots(t *testing.T) {
+	t.Parallel()
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_MAX_CONNS": "40", // 10 lookup slots
 		"BIGSEG_LOOKUP_TIMEOUT": "40ms", "BIGSEG_BODY_READ_TIMEOUT": "2s"}) // a slot waited for 10 ms at most
 	addr := strings.TrimPrefix(srv.URL, "http://")

@@ -74,6 +74,7 @@ func freshnessEnv(prefix string) map[string]string {
 // A patch written as the Relay Proxy writes it is answered by every instance at its next
 // poll, whatever its cache TTL: including a context whose last segment was removed.
 func TestRelayPatchAnsweredByEveryInstance(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"old.g1"}}, "bob": {{"gone.g1"}}}, time.Now())
@@ -109,6 +110,7 @@ func TestRelayPatchAnsweredByEveryInstance(t *testing.T) {
 // The synchronizer's idle heartbeat changes synchronized_on only: it invalidates nothing, and
 // cached answers keep being served.
 func TestIdleHeartbeatKeepsTheCache(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"a.g1"}}}, time.Now())
@@ -137,6 +139,7 @@ func TestIdleHeartbeatKeepsTheCache(t *testing.T) {
 // "server load" writes a new cursor after its data: a running instance answers the loaded
 // data at its next poll, without a restart.
 func TestLoadIsAnsweredByARunningInstance(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	env := freshnessEnv(prefix)
@@ -165,6 +168,7 @@ func TestLoadIsAnsweredByARunningInstance(t *testing.T) {
 
 // SIGHUP reloads the embedded store's fixture: a change, answered at once.
 func TestSighupReloadsTheEmbeddedStore(t *testing.T) {
+	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	writeFile(t, seed, `{"cursor": "v1", "contexts": {"alice": {"included": ["before.g1"]}}}`)
 	p := startProcess(t, map[string]string{"BIGSEG_SEED_FILE": seed, "BIGSEG_LOG_LEVEL": "info", "BIGSEG_CACHE_TTL": "1h"})

@@ -22,7 +22,7 @@ import (
 // never come, and batches whose large answers are never read. bigseg speaks HTTP/1.1 only, so
 // each is a connection of its own, under BIGSEG_MAX_CONNS: a well-behaved client keeps being
 // answered, and goroutines and memory stay within the bounds of the README's Security section.
-func TestHostileTLSClients(t *testing.T) {
+func TestHostileTLSClients(t *testing.T) { // not parallel: it judges how a good client fares under attack
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}

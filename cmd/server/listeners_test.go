@@ -37,6 +37,7 @@ func (l *brokenListener) Close() error {
 // its error, so that the process exits (non-zero) and is restarted, rather than go on ready
 // with a port that accepts connections and never answers.
 func TestListenerFailureEndsTheProgram(t *testing.T) {
+	t.Parallel()
 	for _, which := range []string{"API", "Redis-protocol", "metrics"} {
 		t.Run(which, func(t *testing.T) {
 			cfg, err := configOf(map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json",
@@ -45,7 +46,9 @@ func TestListenerFailureEndsTheProgram(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			setUpMu.Lock()
 			a, err := newApp(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			setUpMu.Unlock()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -80,6 +80,7 @@ func loadWith(t *testing.T, prefix string, clock *fakeClock, args ...string) (st
 // Every phase of a load prints its progress as it goes, then a last line: reading the file,
 // parsing it, writing the contexts and, with --replace, deleting those it does not list.
 func TestLoadPrintsProgressOfEveryPhase(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	store := redis.New(c, prefix)
@@ -135,6 +136,7 @@ func TestLoadPrintsProgressOfEveryPhase(t *testing.T) {
 // instance's cache) and still sets synchronized_on; a load that changes something, or that
 // gives a cursor other than the stored one, sets it.
 func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	ctx := context.Background()
@@ -189,6 +191,7 @@ func TestLoadKeepsTheCursorWhenNothingChanged(t *testing.T) {
 // summary on stdout), but for the numbers that vary from run to run: times, the cursor and
 // durations.
 func TestLoadOutputAsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,6 +27,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BIGSEG_TEST_AS_OTLP_RECEIVER") == "1" { // a collector, for the OpenTelemetry tests
 		os.Exit(otlptest.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	flag.Parse()
+	defaultParallel(parallelTests)
 	code := dynamotest.Main(runner(func() int { return redistest.Main(m) }))
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
@@ -47,6 +51,21 @@ func findLeaks() error {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+}
+
+// parallelTests is how many of this package's parallel tests run at once unless -parallel
+// says: most of them wait on processes, timeouts and servers of their own far more than they
+// compute, so that more than GOMAXPROCS of them at once (go test's default) still fit the
+// cores; and those on the shared moto_server wait for their turn in a slot (parallelOnMoto).
+const parallelTests = 16
+
+// defaultParallel sets -test.parallel to n unless the command line set it.
+func defaultParallel(n int) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }
 

@@ -35,6 +35,7 @@ const (
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; exports arrive over the protocol asked for,
 // with OTEL_EXPORTER_OTLP_HEADERS; and no key, token or password is anywhere in them.
 func TestOTelHTTPLookup(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range otelProtocols {
 		t.Run(protocol, func(t *testing.T) {
 			recv := startReceiver(t)
@@ -154,6 +155,7 @@ func checkExportsCame(t *testing.T, recv *otlptest.Process, protocol string) {
 // command alone (never its key), and a membership read has the store read beneath it; the AUTH
 // token is nowhere in what is exported.
 func TestOTelRESPLookup(t *testing.T) {
+	t.Parallel()
 	for _, protocol := range otelProtocols {
 		t.Run(protocol, func(t *testing.T) {
 			recv := startReceiver(t)
@@ -194,6 +196,7 @@ func TestOTelRESPLookup(t *testing.T) {
 // is exported but the traces whose caller sampled them: neither requests without a
 // traceparent, nor those whose traceparent is not sampled, nor the status poll's reads.
 func TestOTelSampler(t *testing.T) {
+	t.Parallel()
 	recv := startReceiver(t)
 	_, redisURL := otelRedis(t, 8)
 	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "http/protobuf"), "http/protobuf",
@@ -232,6 +235,7 @@ func TestOTelSampler(t *testing.T) {
 
 // TestOTelBatchRead: a batch is one server span with its one store read beneath it.
 func TestOTelBatchRead(t *testing.T) {
+	t.Parallel()
 	recv := startReceiver(t)
 	_, redisURL := otelRedis(t, 3)
 	p := startProcess(t, otelServerEnv(redisURL, otelVars(otelEndpoint(recv, "grpc"), "grpc")))
@@ -262,6 +266,7 @@ func TestOTelBatchRead(t *testing.T) {
 // OTEL_SDK_DISABLED=true, and with both exporters "none", bigseg connects to no collector: not
 // to the default endpoints (localhost:4317 and 4318), nor to one configured.
 func TestOTelNothingDialled(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		defaults bool // the receiver on the default ports, and no endpoint given

@@ -49,7 +49,7 @@ func (r *receiver) all(path string) [][]byte {
 // span continues the caller's trace, with its lookup and read beneath; a Redis-protocol
 // command is a span; bigseg's metrics and http.server.request.duration arrive, flushed at
 // shutdown; and nothing exported, in any byte, holds the context key, its hash or the token.
-func TestOTLPExportHasNoSecrets(t *testing.T) {
+func TestOTLPExportHasNoSecrets(t *testing.T) { // not parallel: t.Setenv
 	rcv := newReceiver(t)
 	for k, v := range map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL, "OTEL_METRICS_EXPORTER": "otlp",
 		"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000"} { // all exported at shutdown
@@ -136,6 +136,7 @@ func mustHex(t *testing.T, s string) []byte {
 // A protocol OpenTelemetry does not have stops the server with one error, printed once,
 // however many signals would use it.
 func TestOTelBadProtocolRefusedOnce(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "BIGSEG_ADDR=127.0.0.1:0", "BIGSEG_SEED_FILE=../../examples/memberships.json",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/json", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_METRICS_EXPORTER=otlp"}

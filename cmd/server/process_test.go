@@ -77,9 +77,10 @@ func (p *process) wait(t *testing.T, d time.Duration) error {
 	}
 }
 
-// holdings is what the process holds: resident memory, threads and open file descriptors.
+// holdings is what the process holds: resident memory, threads and open file descriptors, and
+// of these the sockets (which a file the process opens for a moment, as at start-up, is not).
 type holdings struct {
-	rssBytes, threads, fds int
+	rssBytes, threads, fds, sockets int
 }
 
 func (u holdings) String() string {
@@ -110,6 +111,11 @@ func (p *process) holdings(t *testing.T) holdings {
 		t.Fatal(err)
 	}
 	u.fds = len(fds)
+	for _, fd := range fds {
+		if link, err := os.Readlink(dir + "/fd/" + fd.Name()); err == nil && strings.HasPrefix(link, "socket:") {
+			u.sockets++
+		}
+	}
 	return u
 }
 

@@ -43,6 +43,7 @@ func docFiles(t *testing.T) []string {
 // Every test the docs name as evidence must exist: a renamed or removed test would leave a
 // claim unbacked.
 func TestDocsNameRealTests(t *testing.T) {
+	t.Parallel()
 	defined := map[string]bool{}
 	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w+)\(`)
 	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
@@ -90,6 +91,7 @@ const configMarker = "<!-- The table below is `server -h`, written by TestConfig
 // TestConfigurationDocListsEverySetting keeps the configuration reference equal to `server
 // -h`: every setting, its type, default and description. With -update, it writes the table.
 func TestConfigurationDocListsEverySetting(t *testing.T) {
+	t.Parallel()
 	var help bytes.Buffer
 	if err := usage(&help); err != nil {
 		t.Fatal(err)
@@ -165,6 +167,7 @@ func helpTable(t *testing.T, help string) string {
 // real /status answers, of the same JSON types: a field added to the answer, or taken out,
 // shows in the docs too.
 func TestStatusExamplesAsDocumented(t *testing.T) {
+	t.Parallel()
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json"})
 	resp, err := http.Get(srv.URL + "/status")
 	if err != nil {
@@ -210,6 +213,7 @@ func TestStatusExamplesAsDocumented(t *testing.T) {
 // fragment, to a heading of that file (GitHub's anchors: lower case, punctuation dropped,
 // spaces as hyphens).
 func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	heading := regexp.MustCompile(`(?m)^#+ (.+)$`)
 	anchors := func(path string) map[string]bool {
@@ -262,6 +266,7 @@ func TestDocLinksResolve(t *testing.T) {
 // the table the tests create on moto (and the store reads): its aws dynamodb create-table
 // command, option by option, against DescribeTable of a test table.
 func TestDynamoDBDocCreatesTheTestsTable(t *testing.T) {
+	parallelOnMoto(t)
 	b, err := os.ReadFile("../../docs/dynamodb.md")
 	if err != nil {
 		t.Fatal(err)

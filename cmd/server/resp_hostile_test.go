@@ -176,7 +176,7 @@ var redisReads = map[string]bool{"smembers": true, "exists": true, "strlen": tru
 // process holds stays within bounds that follow from the settings, the attackers are cut off
 // as the defences say, and after it the goroutines and file descriptors are back near their
 // baseline.
-func TestRESPHostileClients(t *testing.T) {
+func TestRESPHostileClients(t *testing.T) { // not parallel: it judges how a good client fares under attack
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}

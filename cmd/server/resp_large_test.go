@@ -30,7 +30,7 @@ const (
 // (before, each answer was made whole in its connection's buffer: RSS grew by 1,065 MiB).
 // Meanwhile another client is answered, the large set too; once the write timeout has passed,
 // the connections that do not read are closed, and their goroutines gone.
-func TestRESPLargeAnswersUnread(t *testing.T) {
+func TestRESPLargeAnswersUnread(t *testing.T) { // not parallel: it judges how a good client fares under attack
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}
@@ -44,7 +44,7 @@ func TestRESPLargeAnswersUnread(t *testing.T) {
 // TestRESPHugeRefUnread is TestRESPLargeAnswersUnread with one ref of 8 MiB: a ref is sent in
 // pieces too, never copied whole into a connection's buffer (before, each reader held one or
 // two copies of it: 24-32 MiB a connection).
-func TestRESPHugeRefUnread(t *testing.T) {
+func TestRESPHugeRefUnread(t *testing.T) { // not parallel: it judges how a good client fares under attack
 	if testing.Short() {
 		t.Skip("a load test: not in -short runs")
 	}

@@ -111,6 +111,7 @@ func (p *slowProxy) forward(dst, src net.Conn, count bool) {
 // exclude set was read again once the include's read had taken over a second, and answered
 // as after the patch: a pair of two versions, and twice the lookup's time.
 func TestRESPPairFromOneSlowRead(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	ctx := context.Background()

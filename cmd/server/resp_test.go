@@ -197,6 +197,7 @@ func respPolled(t *testing.T, r respReads, k respKeys) {
 // prefix refused with an error naming the prefix served. Without the token, or with a wrong
 // one, nothing is read.
 func TestRESPReads(t *testing.T) {
+	t.Parallel()
 	const token = "resp-t0ken"
 	synced := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	stores := []struct {
@@ -317,6 +318,7 @@ var cmpEmptyIsNil = cmp.Transformer("emptyIsNil", func(s []string) []string {
 // answer error replies, never an empty set (which an SDK would take for "in no segment"), and
 // the answers come back once Redis does.
 func TestRESPStoreError(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	synced := time.Now().Truncate(time.Millisecond)
@@ -399,6 +401,7 @@ const freshnessSlack = 3 * time.Second
 // and a read, whatever the cache's TTL: the new ref, the removed ones gone (bob's last one
 // too), and the new synchronization time.
 func TestRESPRelayPatch(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"old.g1"}}, "bob": {{"gone.g1"}}}, time.Now().Add(-time.Minute))
@@ -436,6 +439,7 @@ func TestRESPRelayPatch(t *testing.T) {
 // certificate: a rediss:// client that trusts its CA reads, as does redis-cli --tls; a plain
 // client, or one that does not trust the CA, reads nothing.
 func TestRESPTLS(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLS(t)
 	d := newTLSDir(t, files)
 	srv := start(t, withRESP(map[string]string{"BIGSEG_SEED_FILE": respSeedFile(t, time.Now()), "BIGSEG_PREFIX": "ld-test",
@@ -563,6 +567,7 @@ func (p *heldProxy) accept() {
 // closes at once (new connections are refused), the idle connection is closed, the command
 // in flight is answered, then its connection is closed too, and the process exits cleanly.
 func TestRESPDrainOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	seedRedis(t, c, "launchdarkly", respContexts, time.Now())
@@ -714,6 +719,7 @@ func respSeries(t *testing.T, srv *server) map[string]float64 {
 // made-up names) as "other", which no name a client makes up adds a series to; every command
 // is timed under the same names; and the open connections are counted.
 func TestRESPMetrics(t *testing.T) {
+	t.Parallel()
 	srv := start(t, withRESP(map[string]string{"BIGSEG_SEED_FILE": respSeedFile(t, time.Now()), "BIGSEG_PREFIX": "ld-test"}))
 	addr := respAddr(t, srv.logs)
 	keys := respKeys{"ld-test"}

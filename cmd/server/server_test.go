@@ -110,6 +110,8 @@ type server struct {
 // test ends, and waits until it listens.
 func start(t *testing.T, env map[string]string) *server {
 	t.Helper()
+	setUpMu.Lock()
+	defer setUpMu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := newLogs()
 	done := make(chan error, 1)
@@ -149,6 +151,21 @@ func start(t *testing.T, env map[string]string) *server {
 			t.Fatalf("server not listening after 10s; logs:\n%s", l.all())
 		}
 	}
+}
+
+// setUpMu lets one in-process program at a time set up, up to listening (or failing): the
+// OpenTelemetry setup sets package variables of its contrib module
+// (autoexport.WithFallbackMetricProducer), which two programs setting up at once race on.
+// Tests that run in parallel and run the program in-process start it with start or
+// runRefused, which hold it, or hold it around newApp.
+var setUpMu sync.Mutex
+
+// runRefused is runProgram serving with a configuration expected to be refused: it returns
+// what run returns, having held setUpMu throughout.
+func runRefused(ctx context.Context, env map[string]string) error {
+	setUpMu.Lock()
+	defer setUpMu.Unlock()
+	return runProgram(ctx, env, io.Discard, io.Discard)
 }
 
 // emptySeedFile is the seed file of the tests' servers whose settings name no store (a server
@@ -220,6 +237,7 @@ type lookup struct {
 }
 
 func TestEmbeddedStore(t *testing.T) {
+	t.Parallel()
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json"})
 	if w := srv.logs.find("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL"); len(w) != 1 || w[0]["level"] != "WARN" {
 		t.Errorf("no start-up warning about the embedded store; logs:\n%s", srv.logs.all())
@@ -260,6 +278,7 @@ func seedRedis(t *testing.T, c goredis.UniversalClient, prefix string, byKey map
 }
 
 func TestRedisLookups(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	keys := []string{"alice", "a/b", "100%", "a+b", "with space", "zoë", "%2F", "日本語"}
@@ -320,6 +339,7 @@ func commandCalls(t *testing.T, c *goredis.Client) map[string]int {
 // uncached contexts costs: two SMEMBERS per distinct context and nothing else. (That they go
 // in one pipeline is checked by storage/redis's round-trip test.)
 func TestBatchReadsOnlyWhatItMust(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	c.Set(context.Background(), "launchdarkly:big_segments_synchronized_on", strconv.FormatInt(time.Now().UnixMilli(), 10), 0)
@@ -349,21 +369,8 @@ func TestBatchReadsOnlyWhatItMust(t *testing.T) {
 	}
 }
 
-func TestRedisDownGives503(t *testing.T) {
-	rs := redistest.Start(t)
-	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": rs.URL()})
-	if resp, body := srv.get(t, "/memberships/alice"); resp.StatusCode != 200 {
-		t.Fatalf("with Redis up: %d %s", resp.StatusCode, body)
-	}
-	rs.Stop()
-	resp, body := srv.get(t, "/memberships/bob")
-	got := apitest.Decode[lookup](t, body)
-	if resp.StatusCode != http.StatusServiceUnavailable || got.Status != "STORE_ERROR" || got.Error == "" {
-		t.Errorf("with Redis down: %d %s", resp.StatusCode, body)
-	}
-}
-
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(seed, []byte("{\n  \"contexts\": {\n    \"alice\": {\"included\": [1]}\n  }\n}\n"), 0o600)
 	tests := []struct {
@@ -392,7 +399,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
-			err := runProgram(context.Background(), tt.env, io.Discard, io.Discard)
+			err := runRefused(context.Background(), tt.env)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("run = %v, want an error containing %q", err, tt.want)
 			}
@@ -406,6 +413,7 @@ func TestConfigErrors(t *testing.T) {
 // TestUnknownVariables: a BIGSEG_* variable that names no setting stops the start with the
 // nearest setting's name, but for the tests' own and Kubernetes' service links.
 func TestUnknownVariables(t *testing.T) {
+	t.Parallel()
 	for env, want := range map[string]string{
 		"BIGSEG_REDIS_ULR": "BIGSEG_REDIS_ULR names no setting: did you mean BIGSEG_REDIS_URL?",
 		"BIGSEG_CACHESIZE": "did you mean BIGSEG_CACHE_SIZE?",
@@ -431,6 +439,7 @@ func TestUnknownVariables(t *testing.T) {
 }
 
 func TestHelpListsEveryVariable(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	if err := runProgram(context.Background(), nil, &out, io.Discard, "-h"); err != nil {
 		t.Fatal(err)
@@ -457,16 +466,6 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	}
 	if err := runProgram(context.Background(), nil, io.Discard, io.Discard, "bogus"); err == nil {
 		t.Error("unknown command accepted")
-	}
-}
-
-func TestShutdownOnCancel(t *testing.T) {
-	srv := start(t, nil)
-	if err := srv.stop(); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	if len(srv.logs.find("stopped")) != 1 {
-		t.Errorf("no clean stop in the logs:\n%s", srv.logs.all())
 	}
 }
 

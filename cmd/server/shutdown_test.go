@@ -17,6 +17,7 @@ import (
 // several clients the way a load balancer would (until readiness says 503), sends SIGTERM, and
 // checks that no request failed and that the process exited within its shutdown deadline.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
+	t.Parallel()
 	const delay, timeout = time.Second, 5 * time.Second // the write timeout bounds the shutdown
 	p := startProcess(t, map[string]string{"BIGSEG_LOG_LEVEL": "info", "BIGSEG_SEED_FILE": "../../examples/memberships.json",
 		"BIGSEG_SHUTDOWN_DELAY": delay.String(), "BIGSEG_WRITE_TIMEOUT": timeout.String()})
@@ -107,6 +108,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 // reset): the client's cue to go elsewhere. The clients here are as plain as wrk's: they send
 // the next request on the same connection at once, and never retry.
 func TestDrainingClosesKeepAliveConnections(t *testing.T) {
+	t.Parallel()
 	p := startProcess(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_LOG_LEVEL": "info",
 		"BIGSEG_SHUTDOWN_DELAY": "1s", "BIGSEG_WRITE_TIMEOUT": "5s"})
 	addr := strings.TrimPrefix(p.URL, "http://")
@@ -188,6 +190,7 @@ func (c *keepAliveCounts) run(addr string, stop <-chan struct{}) {
 // A second SIGTERM (or SIGINT) during the shutdown delay ends the delay: an operator need not
 // wait out a long one.
 func TestSecondSignalEndsTheDelay(t *testing.T) {
+	t.Parallel()
 	p := startProcess(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_LOG_LEVEL": "info",
 		"BIGSEG_SHUTDOWN_DELAY": "1h"})
 	p.signal(t, syscall.SIGTERM)
@@ -205,6 +208,7 @@ func TestSecondSignalEndsTheDelay(t *testing.T) {
 
 // SIGINT (Ctrl-C in a terminal) skips the shutdown delay: no load balancer waits there.
 func TestInterruptSkipsTheDelay(t *testing.T) {
+	t.Parallel()
 	p := startProcess(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_LOG_LEVEL": "info",
 		"BIGSEG_SHUTDOWN_DELAY": "1h"})
 	p.signal(t, syscall.SIGINT)

@@ -102,6 +102,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestStatusTransitionsWithRealRedis(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	c := rs.Client()
 	ctx := context.Background()
@@ -212,6 +213,7 @@ func TestStatusTransitionsWithRealRedis(t *testing.T) {
 }
 
 func TestShutdownSequence(t *testing.T) {
+	t.Parallel()
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json", "BIGSEG_SHUTDOWN_DELAY": "5s"})
 	if resp, _ := srv.get(t, "/readyz"); resp.StatusCode != 200 {
 		waitFor(t, "ready", func() bool { resp, _ := http.Get(srv.URL + "/readyz"); return resp != nil && resp.StatusCode == 200 })
@@ -244,9 +246,13 @@ func TestShutdownSequence(t *testing.T) {
 	if _, err := http.Get(srv.URL + "/livez"); err == nil {
 		t.Error("listener still open after shutdown")
 	}
+	if len(srv.logs.find("stopped")) != 1 {
+		t.Errorf("no clean stop in the logs:\n%s", srv.logs.all())
+	}
 }
 
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": "bigsegtest:metrics:nothing"})
 	srv.get(t, "/memberships/alice")
 	srv.get(t, "/memberships/alice")

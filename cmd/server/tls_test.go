@@ -79,6 +79,7 @@ func httpsURL(srv *server) string { return "https" + strings.TrimPrefix(srv.URL,
 // trusts the CA gets answers, one that does not is refused, and a plain HTTP request is
 // answered with an error.
 func TestTLSListener(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLS(t)
 	d := newTLSDir(t, files)
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json",
@@ -115,6 +116,7 @@ func TestTLSListener(t *testing.T) {
 // client on a kept-alive connection goes on looking up undisturbed. Files that do not load
 // are refused: the last good certificate stays, and the log and a metric say so once.
 func TestTLSRotation(t *testing.T) {
+	t.Parallel()
 	first, second := redistest.NewTLS(t), redistest.NewTLS(t)
 	d := newTLSDir(t, first)
 	srv := start(t, map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json",
@@ -207,6 +209,7 @@ func scrapeValue(t *testing.T, base, name string) float64 {
 // with one, it is answered. The probes stay reachable on the metrics listener, plain, and the
 // healthcheck passes either way.
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLS(t)
 	d := newTLSDir(t, files)
 	env := map[string]string{"BIGSEG_SEED_FILE": "../../examples/memberships.json",
@@ -250,6 +253,7 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestTLSConfigErrors(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLS(t)
 	tests := []struct {
 		env  map[string]string
@@ -262,7 +266,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		{map[string]string{"BIGSEG_TLS_CERT_FILE": "/does/not/exist", "BIGSEG_TLS_KEY_FILE": files.ServerKey}, "TLS files"},
 	}
 	for _, tt := range tests {
-		if err := runProgram(context.Background(), tt.env, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := runRefused(context.Background(), tt.env); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: %v, want an error containing %q", tt.env, err, tt.want)
 		}
 	}

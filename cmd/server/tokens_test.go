@@ -36,6 +36,7 @@ func lookupWith(t *testing.T, base string, auth ...string) int {
 // followed by SIGHUP, and a file that does not load (the last good tokens stay in force, and
 // a metric says so). Revoked tokens get 401 from then on.
 func TestTokensFileRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, v := range []string{"v1", "v2"} {
 		os.Mkdir(filepath.Join(dir, v), 0o700)
@@ -103,6 +104,7 @@ func TestTokensFileRotation(t *testing.T) {
 // Redis-protocol connection that is already signed in (an SDK's pooled connection): its next
 // command is refused and the connection closed, so that no held connection outlives its token.
 func TestRevokedTokenEndsHeldRESPConnections(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	writeFile(t, file, "old-token\n")
 	p := startProcess(t, withRESP(map[string]string{"BIGSEG_API_TOKENS_FILE": file, "BIGSEG_SEED_FILE": "../../examples/memberships.json"}))

@@ -61,6 +61,7 @@ func expectFixtureServed(t *testing.T, srv *server, path string) {
 }
 
 func TestLoadRoundTrip(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	env := map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix}
@@ -79,6 +80,7 @@ func TestLoadRoundTrip(t *testing.T) {
 }
 
 func TestLoadRejectsMalformedFileBeforeWriting(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	bad := filepath.Join(t.TempDir(), "bad.json")
@@ -93,6 +95,7 @@ func TestLoadRejectsMalformedFileBeforeWriting(t *testing.T) {
 }
 
 func TestLoadUsage(t *testing.T) {
+	t.Parallel()
 	if _, err := loadFile(t, nil, "../../examples/memberships.json"); err == nil || !strings.Contains(err.Error(), "no store configured") {
 		t.Errorf("load without Redis: %v", err)
 	}
@@ -102,6 +105,7 @@ func TestLoadUsage(t *testing.T) {
 }
 
 func TestClusterEndToEnd(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	for _, prefix := range []string{"launchdarkly", "{ld}"} {
 		t.Run(prefix, func(t *testing.T) {
@@ -124,6 +128,7 @@ func TestClusterEndToEnd(t *testing.T) {
 }
 
 func TestSentinelEndToEnd(t *testing.T) {
+	t.Parallel()
 	set := redistest.StartSentinel(t, "bigseg-master")
 	env := map[string]string{"BIGSEG_REDIS_SENTINEL_URL": set.URL(),
 		"BIGSEG_CACHE_SIZE": "0", "BIGSEG_STATUS_POLL_INTERVAL": "50ms"}
@@ -153,6 +158,7 @@ func TestSentinelEndToEnd(t *testing.T) {
 }
 
 func TestTLSWithACLUser(t *testing.T) {
+	t.Parallel()
 	files := redistest.NewTLS(t)
 	const password = "s3cret-Passw0rd"
 	rs := redistest.StartTLS(t, files, "--user", "default", "off", "--user", "bigseg", "on", ">"+password, "~*", "&*", "+@all")
@@ -198,6 +204,7 @@ func TestTLSWithACLUser(t *testing.T) {
 }
 
 func TestRedisConfigConflicts(t *testing.T) {
+	t.Parallel()
 	pw := filepath.Join(t.TempDir(), "pw")
 	os.WriteFile(pw, []byte("filepass"), 0o600)
 	tests := []struct {
@@ -228,7 +235,7 @@ func TestRedisConfigConflicts(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err := runProgram(ctx, tt.env, io.Discard, io.Discard)
+			err := runRefused(ctx, tt.env)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("run = %v, want an error containing %q", err, tt.want)
 			}
@@ -242,6 +249,7 @@ func TestRedisConfigConflicts(t *testing.T) {
 }
 
 func TestHealthcheck(t *testing.T) {
+	t.Parallel()
 	srv := start(t, nil)
 	var out bytes.Buffer
 	if err := runProgram(context.Background(), nil, &out, io.Discard, "healthcheck", "--url", srv.URL+"/livez"); err != nil || out.String() != "ok\n" {
@@ -299,6 +307,7 @@ func clientOf(t *testing.T, env map[string]string) goredis.UniversalClient {
 // where a URL names no timeout or retries bigseg's own defaults apply (go-redis's would make a
 // dead Redis look like a hang). max_retries=-1 is none, as go-redis spells it.
 func TestRedisURLParameters(t *testing.T) {
+	t.Parallel()
 	type got struct {
 		dial, read, write time.Duration
 		retries, pool, db int
@@ -347,6 +356,7 @@ func TestRedisURLParameters(t *testing.T) {
 // The settings that went are refused, each with what replaces it, its value in the message
 // where it is no secret.
 func TestRemovedSettingsSayWhatReplacesThem(t *testing.T) {
+	t.Parallel()
 	for env, want := range map[string]string{
 		"BIGSEG_REDIS_READ_TIMEOUT=2s":       "BIGSEG_REDIS_READ_TIMEOUT is gone: put read_timeout=2s in the Redis URL",
 		"BIGSEG_REDIS_MAX_RETRIES=0":         "BIGSEG_REDIS_MAX_RETRIES is gone: put max_retries=0 in the Redis URL (-1 for none)",
@@ -370,6 +380,7 @@ func TestRemovedSettingsSayWhatReplacesThem(t *testing.T) {
 // "synchronizedOn": 0 means never synchronized, in "server load" as in the embedded store:
 // instances reading that Redis report the data stale, and stay available and ready.
 func TestLoadNeverSynchronized(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	path := filepath.Join(t.TempDir(), "never.json")
@@ -401,6 +412,7 @@ func TestLoadNeverSynchronized(t *testing.T) {
 
 // The healthcheck asks the host BIGSEG_ADDR names, not always 127.0.0.1.
 func TestHealthcheckDialsTheListenAddress(t *testing.T) {
+	t.Parallel()
 	port := strconv.Itoa(redistest.FreePort(t))
 	srv := start(t, map[string]string{"BIGSEG_ADDR": "127.0.0.2:" + port})
 	if !strings.HasPrefix(srv.URL, "http://127.0.0.2:") {
@@ -413,6 +425,7 @@ func TestHealthcheckDialsTheListenAddress(t *testing.T) {
 
 // A rediss:// URL with an IPv6 host verifies the certificate against that host, not "[".
 func TestRedisTLSServerNameIPv6(t *testing.T) {
+	t.Parallel()
 	for url, want := range map[string]string{"rediss://[::1]:6380": "::1", "rediss://redis.internal:6380": "redis.internal",
 		"rediss://10.0.0.1:6380/2": "10.0.0.1"} {
 		c := clientOf(t, map[string]string{"BIGSEG_REDIS_URL": url})
@@ -425,6 +438,7 @@ func TestRedisTLSServerNameIPv6(t *testing.T) {
 
 // Every removed setting is in docs/configuration.md's list of them.
 func TestRemovedSettingsDocumented(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)

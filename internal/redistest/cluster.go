@@ -33,21 +33,45 @@ func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
 		unavailable(t, "redis-cli is not installed")
 	}
 	c := &Cluster{}
-	for range masters * (1 + replicas) {
-		c.Nodes = append(c.Nodes, Start(t,
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"))
-	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	for attempt := 1; ; attempt++ {
+		c.Nodes = nil
+		for range masters * (1 + replicas) {
+			c.Nodes = append(c.Nodes, Start(t,
+				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+				"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"))
+		}
+		err := c.create(replicas)
+		if err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting the cluster again, on other ports", err)
+		for _, n := range c.Nodes {
+			n.Stop()
+		}
 	}
 	c.WaitOK(t)
 	if replicas > 0 {
 		c.waitReplicas(t, masters*replicas)
 	}
 	return c
+}
+
+// create joins the nodes into a cluster with redis-cli --cluster create, within 30 s: its
+// wait for the nodes to agree never ends when a node of another test's cluster, killed, left
+// its address to one of these and its cluster's nodes still gossip to it (tests that run in
+// parallel, in one package or two, start and kill clusters on free ports).
+func (c *Cluster) create(replicas int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // URL is the cluster's URL as bigseg takes it (go-redis's ParseClusterURL): its first node's

@@ -4,6 +4,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -187,7 +188,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 		if err == nil {
 			return s
 		}
-		if !errors.Is(err, errPortTaken) || attempt == 3 {
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
 			t.Fatal(err)
 		}
 		s.Port = freeClusterPort(t) // nothing knows the port yet: take another
@@ -251,8 +252,9 @@ func (s *Server) Restart() {
 	}
 }
 
-// errPortTaken is a launch whose port another process answers on: one that took the port
-// between FreePort and redis-server's bind, on a machine that runs other tests too.
+// errPortTaken is a launch whose port (or cluster bus port) another process took between
+// FreePort and redis-server's bind, on a machine that runs other tests too: the server failed
+// to bind, or another answers on the port.
 var errPortTaken = errors.New("redistest: the port was taken by another process")
 
 // launch starts redis-server and waits until it answers, as itself: a server on the port
@@ -278,6 +280,8 @@ func (s *Server) launch() error {
 		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	args = append(args, s.opts.Args...)
+	logFile := filepath.Join(s.dir, "redis.log")
+	logged, _ := os.ReadFile(logFile) // of an earlier launch: a Restart's, a retry's
 	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
@@ -293,6 +297,12 @@ func (s *Server) launch() error {
 		}
 		if err == nil {
 			return s.checkOwn(c)
+		}
+		if log, _ := os.ReadFile(logFile); len(log) > len(logged) && bytes.Contains(log[len(logged):], []byte("Address already in use")) {
+			_ = s.cmd.Process.Kill() // its bind failed: it is exiting, if not gone
+			_ = s.cmd.Wait()
+			s.cmd = nil
+			return fmt.Errorf("%w (port %d, or its cluster bus port)", errPortTaken, s.Port)
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))

@@ -87,7 +87,7 @@ func runMixedLoad(t *testing.T, store *redis.Store, hashes []string, want map[st
 // contexts must soon fail at once (ErrNodeUnreachable, not sent), the faulty master must be
 // sent about one read per nodeRetryInterval (a probe, one at a time), and once it answers again
 // every context is read again.
-func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) {
+func TestClusterUnansweringMasterCostsOnlyItsContexts(t *testing.T) { // not parallel: its reads must beat a timeout of 1.5 s or less
 	if testing.Short() {
 		t.Skip("starts a cluster and stops a node")
 	}
@@ -204,7 +204,7 @@ func (h pipelineCmdsHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 // are doing (as the misses of several environments, or misses rare enough to find read slots
 // free, do). A pause shorter than the read timeout answers every read in time: no read may
 // fail, the paused master's contexts included.
-func TestClusterShortPauseCostsNoAnswer(t *testing.T) {
+func TestClusterShortPauseCostsNoAnswer(t *testing.T) { // not parallel: its reads must beat a timeout of 1.5 s or less
 	if testing.Short() {
 		t.Skip("starts a cluster and pauses a node")
 	}

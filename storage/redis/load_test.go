@@ -196,6 +196,7 @@ func TestLoadCursor(t *testing.T) {
 
 // Both phases report as they go, with counts that only grow, and end with one Done report.
 func TestLoadProgress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := redistest.Client(t)
 	store := redis.New(c, redistest.Prefix(t, c))

@@ -1,7 +1,9 @@
 package redis_test
 
 import (
+	"flag"
 	"os"
+	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,6 +12,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	defaultParallel(parallelTests)
 	code := redistest.Main(m)
 	if code == 0 {
 		// go-redis drops a cluster state's unused nodes a minute after making it, on a timer
@@ -23,4 +27,19 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// parallelTests is how many of this package's parallel tests (those that start Redis servers of
+// their own: clusters, a sentinel set; but the two of hung_test.go) run at once unless -parallel says: they wait on those
+// servers far more than they compute, so that more than GOMAXPROCS of them (go test's
+// default) still fit the cores.
+const parallelTests = 8
+
+// defaultParallel sets -test.parallel to n unless the command line set it.
+func defaultParallel(n int) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }

@@ -149,6 +149,7 @@ func TestMetadataRejectsNonDecimal(t *testing.T) {
 }
 
 func TestRedisDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := srv.Client()
 	store := redis.New(c, "")
@@ -164,6 +165,7 @@ func TestRedisDown(t *testing.T) {
 // TestRejectedPasswordFailsReads guards against trusting a pipeline that never ran: go-redis
 // reports a failed AUTH on Exec only, leaving the commands with empty results and no error.
 func TestRejectedPasswordFailsReads(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--requirepass", "right")
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
 	defer c.Close()

@@ -72,6 +72,7 @@ func keysPerNode(t *testing.T, c *goredis.ClusterClient) []int64 {
 }
 
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	hook := &roundTrips{} // on the nodes: reads send each node its pipeline straight
@@ -234,6 +235,7 @@ func readContinuously(t *testing.T, store *redis.Store, hashes []string, want ma
 }
 
 func TestClusterReshardDuringReads(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	contexts, hashes, want := contextsOf(500)
@@ -274,6 +276,7 @@ func TestClusterReshardDuringReads(t *testing.T) {
 }
 
 func TestClusterNodeRestartDuringReads(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs(),
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: 1})
@@ -302,6 +305,7 @@ func TestClusterNodeRestartDuringReads(t *testing.T) {
 }
 
 func TestSentinelFailoverDuringReads(t *testing.T) {
+	t.Parallel()
 	set := redistest.StartSentinel(t, "bigseg-master")
 	client := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: set.MasterName, SentinelAddrs: []string{set.Sentinel.Addr()},
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, MaxRetries: 1})
@@ -349,6 +353,7 @@ func tail(b []byte) string {
 // commands at all (ErrNodeUnreachable), so they wait for no retry of it, and still read every
 // other context.
 func TestClusterDeadMasterIsNotAskedAgainAtOnce(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs(), MaxRetries: 1})
 	t.Cleanup(func() { client.Close() })
