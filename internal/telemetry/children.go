@@ -7,10 +7,8 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 )
 
-// ChildrenOnly is tp for the store clients' instrumentation (redisotel, storage/dynamodb's
-// own): their spans are made only beneath a span being recorded (a lookup's read, a poll),
-// never as roots of their own, which the sampler would sample apart from the lookups they
-// serve (a read of lookups not sampled, the pool's own dials). Nil for nil.
+// ChildrenOnly is tp for the store clients' spans (redisotel, storage/dynamodb's): made only
+// beneath a request's or command's span being recorded, never as roots (a poll, a pool's dial).
 func ChildrenOnly(tp trace.TracerProvider) trace.TracerProvider {
 	if tp == nil {
 		return nil
@@ -32,8 +30,7 @@ type childTracer struct {
 	t trace.Tracer
 }
 
-// Start starts a span beneath the one of ctx if it is being recorded; else it returns ctx
-// and that span (which records nothing) as they are.
+// Start starts a span beneath ctx's if that one is recorded; else it returns ctx and its span.
 func (c childTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if parent := trace.SpanFromContext(ctx); !parent.IsRecording() {
 		return ctx, parent

@@ -11,8 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// spanExporter is autoexport's exporter counting the spans of failed exports and telling
-// health of each success (failures reach health through otel's error handler).
+// spanExporter counts the spans of failed exports and tells health of each success.
 type spanExporter struct {
 	sdktrace.SpanExporter
 	failed prometheus.Counter

@@ -4,13 +4,12 @@
 // the metrics exported (/metrics stays). Nothing is exported, and no collector dialled, unless
 // an exporter or an OTLP endpoint is set: autoexport's default exporter, otlp, is replaced by
 // none unless an endpoint says where to send (traces: the general endpoint or their own;
-// metrics, which /metrics serves: their own). With nothing on, the providers are nil and a
-// request pays nothing for OpenTelemetry. OTEL_SDK_DISABLED=true turns everything off.
+// metrics, which /metrics serves: their own). With nothing on, the providers are nil: a request
+// pays nothing for OpenTelemetry. OTEL_SDK_DISABLED=true turns it all off.
 //
 // Faults of the collector never reach a lookup: the SDK exports in the background (a span that
 // finds the queue full is dropped), each export bounded by OTEL_EXPORTER_OTLP_TIMEOUT. Spans of
-// failed exports are counted (bigseg_otel_spans_export_failed_total); OpenTelemetry's errors
-// are logged once a failure period (see health).
+// failed exports are counted; OpenTelemetry's errors are logged once a failure period.
 package telemetry
 
 import (
@@ -21,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -59,6 +59,8 @@ type Options struct {
 	Registry *prometheus.Registry // bridged into OTLP metrics, and counts failed exports
 	Version  string               // service.version
 }
+
+var producerMu sync.Mutex // autoexport keeps the metric producer in a package variable
 
 // Setup sets up what the OTEL_* variables of the process environment ask for. A value the
 // libraries refuse is an error; one they replace by a default is logged.
@@ -113,10 +115,12 @@ func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
 	if !set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
 		metricOpts = append(metricOpts, autoexport.WithFallbackMetricReader(func(context.Context) (sdkmetric.Reader, error) { return nil, nil }))
 	}
+	producerMu.Lock() // two programs in one process (tests) set up one at a time
 	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) {
 		return prombridge.NewMetricProducer(prombridge.WithGatherer(o.Registry)), nil
 	})
 	reader, err := autoexport.NewMetricReader(ctx, metricOpts...)
+	producerMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("OpenTelemetry metrics exporter: %w", err)
 	}

@@ -9,8 +9,8 @@ import (
 // variable is one OTEL_* variable as server -h lists it.
 type variable struct{ name, typ, def, desc string }
 
-// variables are the OTEL_* variables that matter to bigseg, read by OpenTelemetry's packages
-// (a value they cannot use, unless said here, is logged and replaced by its default).
+// variables are the OTEL_* variables that matter to bigseg, read by OpenTelemetry's packages,
+// which log a value they cannot use and take its default, unless said here.
 var variables = []variable{
 	{"OTEL_SDK_DISABLED", "True or False", "false", "true turns OpenTelemetry off, whatever else is set"},
 	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if OTEL_EXPORTER_OTLP_ENDPOINT or _TRACES_ENDPOINT is set, else none; anything else stops the server"},
