@@ -20,7 +20,8 @@
 //     in alternating order, each driven with hot lookups (1,000 keys, cached) then cold ones
 //     (keys random over all contexts, a fresh cache) at -rate requests a second for -round
 //     each: the server's CPU per request and latency p50/p99, and the scanning one's ratio;
-//  4. rounds-full: the same with the scanning server at -full-rate.
+//  4. rounds-full: the same with the scanning server at -full-rate. A scanning server's interval
+//     is 1 s in the rounds, so that a scan that ends during a round is followed by the next.
 //
 // Every process it starts is stopped before it returns (and on Ctrl-C).
 package main
