@@ -91,6 +91,30 @@ func TestRateLimitHolds(t *testing.T) {
 	}
 }
 
+// At a high rate the pacer sleeps once per minSleep of contexts, not once a context, and the
+// scan is never further ahead of its rate than minSleep.
+func TestRateLimitSleepsInSteps(t *testing.T) {
+	const n, perSecond = 5000, 1000
+	fc := newFakeClock()
+	start, sleeps := fc.t, 0
+	store := &fakeStore{members: members(n, "a")}
+	store.before = func(i int) {
+		allowed := perSecond*int64(fc.t.Sub(start)+minSleep)/int64(time.Second) + 1
+		if int64(i+1) > allowed {
+			t.Fatalf("context %d read %v after the start: over %d a second", i+1, fc.t.Sub(start), perSecond)
+		}
+	}
+	c := fc.clock()
+	sleep := c.sleep
+	c.sleep = func(ctx context.Context, d time.Duration) error { sleeps++; return sleep(ctx, d) }
+	if _, err := scan(t.Context(), environment(t, "production", store), store, perSecond, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := n / int(perSecond*minSleep/time.Second); sleeps > want+1 { // one per 10 contexts here
+		t.Errorf("%d sleeps for %d contexts at %d a second, want at most %d", sleeps, n, perSecond, want+1)
+	}
+}
+
 // TestNoLimitNeverSleeps: ReadsPerSecond 0 reads as fast as the store answers.
 func TestNoLimitNeverSleeps(t *testing.T) {
 	store := &fakeStore{members: members(100, "a")}
