@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -41,6 +42,10 @@ func main() {
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		gcBallast = make([]byte, 8<<20)
 	}
+	// go-redis has one logger per process, whatever the programs run in it (tests run
+	// several): the process's, here.
+	level, _ := parseLevel(cmp.Or(os.Getenv(varPrefix+"_LOG_LEVEL"), "info"))
+	redis.SetLogger(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	// Only main sees the names of the process's variables: a BIGSEG_* one that names no
 	// setting is refused here (but for -h).
 	err := unknownVariables(os.Environ())
@@ -79,7 +84,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	redis.SetLogger(log) // go-redis's one logger per process, for every command
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)

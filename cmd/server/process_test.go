@@ -30,7 +30,7 @@ func startProcess(t testing.TB, env map[string]string) *process {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{"BIGSEG_TEST_AS_SERVER=1", "PATH=" + os.Getenv("PATH")}
 	get := environ(env)
-	for _, k := range []string{"BIGSEG_ADDR", "BIGSEG_LOG_LEVEL", "BIGSEG_SHUTDOWN_DELAY", "BIGSEG_SEED_FILE"} {
+	for _, k := range []string{"BIGSEG_ADDR", "BIGSEG_LOG_LEVEL", "BIGSEG_SHUTDOWN_DELAY", "BIGSEG_SEED_FILE", "BIGSEG_INVENTORY_INTERVAL"} {
 		cmd.Env = append(cmd.Env, k+"="+get(k))
 	}
 	for k, v := range env {

@@ -187,7 +187,10 @@ func namesStore(env map[string]string) bool {
 // nothing of the machine's BIGSEG_* variables, so that tests with different settings run side
 // by side.
 func environ(env map[string]string) func(string) string {
-	defaults := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SHUTDOWN_DELAY": "0s"}
+	// No inventory scans unless a test asks: they write their lease into the store, which
+	// tests of what bigseg reads and writes count.
+	defaults := map[string]string{"BIGSEG_ADDR": "127.0.0.1:0", "BIGSEG_LOG_LEVEL": "debug", "BIGSEG_SHUTDOWN_DELAY": "0s",
+		"BIGSEG_INVENTORY_INTERVAL": "0s"}
 	if !namesStore(env) {
 		defaults["BIGSEG_SEED_FILE"] = emptySeedFile
 	}
