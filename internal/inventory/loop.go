@@ -103,30 +103,39 @@ func (l *Loop) Run(ctx context.Context) error {
 	for _, t := range l.targets {
 		l.publish(t, t.env.Inventory())
 	}
-	tick := time.NewTicker(l.settings.Interval)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
-		l.round(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-timer.C:
 		}
+		next := l.settings.Interval
+		if l.round(ctx) { // a scan failed: a store's hiccup costs a retry, not an interval
+			next = min(next, retryAfter)
+		}
+		timer.Reset(next)
 	}
 }
 
-// round scans, or loads, each environment once.
-func (l *Loop) round(ctx context.Context) {
+// retryAfter is how soon a failed scan is tried again, if sooner than the interval.
+const retryAfter = time.Minute
+
+// round scans, or loads, each environment once, and says whether a scan or lease failed.
+func (l *Loop) round(ctx context.Context) (failed bool) {
 	for _, t := range l.targets {
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if t.fleet != nil && !l.lead(ctx, t) {
 			l.load(ctx, t)
-			continue
+		} else {
+			l.scanOne(ctx, t)
 		}
-		l.scanOne(ctx, t)
+		failed = failed || t.env.Inventory().LastError != ""
 	}
+	return failed
 }
 
 // scanOne counts t's store, publishing State running while it does (with the last complete

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -241,4 +242,34 @@ func TestStoredResultNotWellFormed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A failed scan is tried again after retryAfter, not a whole interval later; once it
+// completes, the next waits the interval.
+func TestFailedScanIsRetriedSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{members: members(3, "a"), failAfter: 2}
+		env := environment(t, "production", store)
+		l := New([]*segments.Environment{env}, Settings{Interval: time.Hour}, slog.New(slog.DiscardHandler), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go l.Run(ctx)
+		synctest.Wait()
+		if store.scanned() != 1 || env.Inventory().LastError == "" {
+			t.Fatalf("%d scans, %+v; want 1 that failed", store.scanned(), env.Inventory())
+		}
+		store.mu.Lock()
+		store.failAfter = 0
+		store.mu.Unlock()
+		time.Sleep(retryAfter)
+		synctest.Wait()
+		if store.scanned() != 2 || env.Inventory().State != segments.ScanComplete {
+			t.Fatalf("after %v: %d scans, %s; want a second that completed", retryAfter, store.scanned(), env.Inventory().State)
+		}
+		time.Sleep(time.Hour - time.Second)
+		synctest.Wait()
+		if store.scanned() != 2 {
+			t.Errorf("%d scans before the interval, want 2", store.scanned())
+		}
+	})
 }

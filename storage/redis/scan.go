@@ -173,7 +173,7 @@ func setOf(first goredis.Cmder, excluded *goredis.StringSliceCmd) ([]string, err
 		case goredis.HasErrorPrefix(err, "WRONGTYPE"):
 			return nil, fmt.Errorf("scan: %w: %s is not a set: %w", segments.ErrInvalidData, key, err)
 		case err != nil:
-			return nil, fmt.Errorf("scan: %s %s: %w", c.Name(), key, err)
+			return nil, fmt.Errorf("scan: %s of a page: %w", c.Name(), err) // no key: a hash is logged only where it helps
 		}
 		if ss, ok := c.(*goredis.StringSliceCmd); ok {
 			for _, r := range ss.Val() {
