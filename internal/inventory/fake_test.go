@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ type fakeStore struct {
 	members   []segments.Membership
 	cursor    string
 	failAfter int         // Scan fails after this many contexts; 0: never
+	failWith  error       // what it fails with; nil: errDown
 	before    func(n int) // called before the nth context (from 0) is given to each, if not nil
 	scans     int
 }
@@ -52,11 +54,11 @@ func (s *fakeStore) Metadata(context.Context) (segments.Metadata, error) {
 func (s *fakeStore) Scan(ctx context.Context, each func(string, segments.Membership) error) error {
 	s.mu.Lock()
 	s.scans++
-	members, failAfter, before := s.members, s.failAfter, s.before
+	members, failAfter, before, failWith := s.members, s.failAfter, s.before, cmp.Or(s.failWith, errDown)
 	s.mu.Unlock()
 	for i, m := range members {
 		if failAfter > 0 && i == failAfter {
-			return errDown
+			return failWith
 		}
 		if before != nil {
 			before(i)

@@ -69,6 +69,7 @@ type target struct {
 	fleet    Fleet // nil: this replica scans the store alone
 	readOnly bool  // the store refused this replica the lease: it only loads
 	shrunk   int   // of the inventory published
+	retry    bool  // this round's scan or lease failed for a reason that may pass soon
 }
 
 // New returns the loop over envs that have a Scanner store (the others are never scanned).
@@ -122,7 +123,8 @@ func (l *Loop) Run(ctx context.Context) error {
 // retryAfter is how soon a failed scan is tried again, if sooner than the interval.
 const retryAfter = time.Minute
 
-// round scans, or loads, each environment once, and says whether a scan or lease failed.
+// round scans, or loads, each environment once, and says whether a scan or lease failed in a
+// way worth trying again soon.
 func (l *Loop) round(ctx context.Context) (failed bool) {
 	for _, t := range l.targets {
 		if ctx.Err() != nil {
@@ -133,7 +135,8 @@ func (l *Loop) round(ctx context.Context) (failed bool) {
 		} else {
 			l.scanOne(ctx, t)
 		}
-		failed = failed || t.env.Inventory().LastError != ""
+		failed = failed || t.retry
+		t.retry = false
 	}
 	return failed
 }
@@ -170,8 +173,10 @@ func (l *Loop) scanOne(ctx context.Context, t *target) {
 }
 
 // failed records on t's inventory why its last scan failed and when, as /segments shows it;
-// the counts and their state stay the last complete scan's.
+// the counts and their state stay the last complete scan's. A failure of the store is tried
+// again soon; data a scan cannot count waits the interval, to be fixed.
 func (l *Loop) failed(t *target, err error) {
+	t.retry = !errors.Is(err, segments.ErrInvalidData)
 	inv := t.env.Inventory()
 	inv.LastError, inv.LastErrorAt = err.Error(), l.clock.now()
 	t.env.SetInventory(inv)

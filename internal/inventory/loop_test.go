@@ -3,6 +3,7 @@ package inventory
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -270,6 +271,25 @@ func TestFailedScanIsRetriedSooner(t *testing.T) {
 		synctest.Wait()
 		if store.scanned() != 2 {
 			t.Errorf("%d scans before the interval, want 2", store.scanned())
+		}
+	})
+}
+
+// Data a scan cannot count (a key of the wrong type) is not a store's hiccup: the scan waits
+// the interval, for the data to be fixed, rather than reading the store again every minute.
+func TestInvalidDataWaitsTheInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{members: members(3, "a"), failWith: fmt.Errorf("%w: a key is not a set", segments.ErrInvalidData), failAfter: 2}
+		env := environment(t, "production", store)
+		l := New([]*segments.Environment{env}, Settings{Interval: time.Hour}, slog.New(slog.DiscardHandler), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go l.Run(ctx)
+		synctest.Wait()
+		time.Sleep(time.Hour - time.Second)
+		synctest.Wait()
+		if store.scanned() != 1 || env.Inventory().LastError == "" {
+			t.Errorf("%d scans within the interval, %+v; want the 1 that failed", store.scanned(), env.Inventory())
 		}
 	})
 }
