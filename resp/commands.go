@@ -81,7 +81,7 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 		label, c.closing = "other", true
 	case !known:
 		label = "other"
-		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.keys.expected+" (read only)")
+		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.expected()+" (read only)")
 	case len(args) > maxArgs || cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
 		c.out = redcon.AppendError(c.out, "ERR wrong number of arguments for '"+name+"' command")
 	case s.cfg.Tokens.Enabled() && (!cmd.open || c.session != nil) && !s.signedIn(c):
@@ -136,7 +136,7 @@ func printable(s string) string {
 func (s *Server) get(c *conn, args [][]byte) {
 	env, kind, _ := s.keys.parse(string(args[1]))
 	if env == nil || kind != keySynchronizedOn {
-		c.out = redcon.AppendError(c.out, "ERR "+s.keys.expected)
+		c.out = redcon.AppendError(c.out, "ERR "+s.expected())
 		return
 	}
 	if !s.opens(c, env) {
@@ -182,7 +182,7 @@ const pairWindow = time.Second
 func (s *Server) smembers(c *conn, args [][]byte) {
 	env, kind, hash := s.keys.parse(string(args[1]))
 	if env == nil || kind == keySynchronizedOn {
-		c.out = redcon.AppendError(c.out, "ERR "+s.keys.expected)
+		c.out = redcon.AppendError(c.out, "ERR "+s.expected())
 		return
 	}
 	if !s.opens(c, env) {
@@ -306,6 +306,15 @@ func (s *Server) signedIn(c *conn) bool {
 		return false
 	}
 	return true
+}
+
+// expected is what a client is told the keys are: with tokens, without the prefixes, which a
+// client without a token, or with another environment's, is not told.
+func (s *Server) expected() string {
+	if s.cfg.Tokens.Enabled() {
+		return s.keys.generic
+	}
+	return s.keys.expected
 }
 
 // opens says whether the connection's token opens env, answering NOPERM if not. Its scope is

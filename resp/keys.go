@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -26,6 +27,7 @@ const (
 type keys struct {
 	byPrefix map[string]*segments.Environment
 	expected string // what a client is told the keys are
+	generic  string // the same without the prefixes, for when tokens guard them
 }
 
 func newKeys(envs []*segments.Environment) keys {
@@ -39,8 +41,9 @@ func newKeys(envs []*segments.Environment) keys {
 	if len(prefixes) > 1 {
 		what, p = "prefixes "+strings.Join(prefixes, ", "), "{prefix}"
 	}
-	ks.expected = "bigseg serves the Big Segments of " + what +
-		": GET " + p + syncedOnSuffix + ", SMEMBERS " + p + includeInfix + "{hash} and " + p + excludeInfix + "{hash}"
+	shape := ": GET %s" + syncedOnSuffix + ", SMEMBERS %[1]s" + includeInfix + "{hash} and %[1]s" + excludeInfix + "{hash}"
+	ks.expected = "bigseg serves the Big Segments of " + what + fmt.Sprintf(shape, p)
+	ks.generic = "bigseg serves Big Segments only" + fmt.Sprintf(shape, "{prefix}")
 	return ks
 }
 

@@ -203,6 +203,10 @@ func TestTokens(t *testing.T) {
 	if got := exchange("PING"); got != "+PONG\r\n" {
 		t.Errorf("PING before AUTH: %q", got)
 	}
+	// With tokens, the prefixes served are told only by the lookups a token opens.
+	if got := exchange("KEYS *"); !strings.HasPrefix(got, "-ERR unknown command 'keys': bigseg serves Big Segments only: GET {prefix}:big_segments_synchronized_on") || strings.Contains(got, "launchdarkly") {
+		t.Errorf("an unknown command before AUTH: %q, want the keys' shape without the prefix", got)
+	}
 	for i := range 3 {
 		if got := exchange("AUTH default wrong"); !strings.HasPrefix(got, "-WRONGPASS") {
 			t.Errorf("wrong token %d: %q", i, got)
