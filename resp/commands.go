@@ -81,7 +81,7 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 		label, c.closing = "other", true
 	case !known:
 		label = "other"
-		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.expected()+" (read only)")
+		c.out = redcon.AppendError(c.out, "ERR unknown command '"+printable(name)+"': "+s.expected(c)+" (read only)")
 	case len(args) > maxArgs || cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity:
 		c.out = redcon.AppendError(c.out, "ERR wrong number of arguments for '"+name+"' command")
 	case s.cfg.Tokens.Enabled() && (!cmd.open || c.session != nil) && !s.signedIn(c):
@@ -136,7 +136,7 @@ func printable(s string) string {
 func (s *Server) get(c *conn, args [][]byte) {
 	env, kind, _ := s.keys.parse(string(args[1]))
 	if env == nil || kind != keySynchronizedOn {
-		c.out = redcon.AppendError(c.out, "ERR "+s.expected())
+		c.out = redcon.AppendError(c.out, "ERR "+s.expected(c))
 		return
 	}
 	if !s.opens(c, env) {
@@ -182,7 +182,7 @@ const pairWindow = time.Second
 func (s *Server) smembers(c *conn, args [][]byte) {
 	env, kind, hash := s.keys.parse(string(args[1]))
 	if env == nil || kind == keySynchronizedOn {
-		c.out = redcon.AppendError(c.out, "ERR "+s.expected())
+		c.out = redcon.AppendError(c.out, "ERR "+s.expected(c))
 		return
 	}
 	if !s.opens(c, env) {
@@ -308,10 +308,10 @@ func (s *Server) signedIn(c *conn) bool {
 	return true
 }
 
-// expected is what a client is told the keys are: with tokens, without the prefixes, which a
-// client without a token, or with another environment's, is not told.
-func (s *Server) expected() string {
-	if s.cfg.Tokens.Enabled() {
+// expected is what a client is told the keys are: with tokens, without the prefixes until it
+// has signed in (a signed-in client with a wrong prefix is told the ones served, to fix it).
+func (s *Server) expected(c *conn) string {
+	if s.cfg.Tokens.Enabled() && c.session == nil {
 		return s.keys.generic
 	}
 	return s.keys.expected

@@ -203,7 +203,7 @@ func TestTokens(t *testing.T) {
 	if got := exchange("PING"); got != "+PONG\r\n" {
 		t.Errorf("PING before AUTH: %q", got)
 	}
-	// With tokens, the prefixes served are told only by the lookups a token opens.
+	// With tokens, the prefixes served are told only to a client signed in.
 	if got := exchange("KEYS *"); !strings.HasPrefix(got, "-ERR unknown command 'keys': bigseg serves Big Segments only: GET {prefix}:big_segments_synchronized_on") || strings.Contains(got, "launchdarkly") {
 		t.Errorf("an unknown command before AUTH: %q, want the keys' shape without the prefix", got)
 	}
