@@ -59,22 +59,11 @@ func run(bin, redisAddr string, delay time.Duration, scenario string, duration t
 	if err != nil {
 		return err
 	}
-	addr, err := freeAddr()
+	base, stop, err := startServer(bin, p.addr, prefix)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "BIGSEG_ADDR="+addr, "BIGSEG_REDIS_URL=redis://"+p.addr, "BIGSEG_PREFIX="+prefix, "BIGSEG_LOG_LEVEL=error")
-	cmd.Env = append(cmd.Env, flag.Args()...) // more settings, as NAME=value
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	base := "http://" + addr
-	if err := waitReady(base); err != nil {
-		return err
-	}
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
@@ -121,6 +110,29 @@ func run(bin, redisAddr string, delay time.Duration, scenario string, duration t
 		"the others' requests answered healthy %d of %d; contexts read %d, over %d connections to Redis\n",
 		scenario, delay, duration, failed, lookups, slowest.Round(time.Millisecond), othersAnswered.Load(), others.Load(), (p.smembers.Load()-readBefore)/2, p.conns.Load())
 	return nil
+}
+
+// startServer starts bin on a free port, reading Redis at redisAddr under prefix, and waits
+// until it is ready; stop kills it.
+func startServer(bin, redisAddr, prefix string) (base string, stop func(), err error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "BIGSEG_ADDR="+addr, "BIGSEG_REDIS_URL=redis://"+redisAddr, "BIGSEG_PREFIX="+prefix, "BIGSEG_LOG_LEVEL=error")
+	cmd.Env = append(cmd.Env, flag.Args()...) // more settings, as NAME=value
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() { cmd.Process.Kill(); cmd.Wait() }
+	base = "http://" + addr
+	if err := waitReady(base); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return base, stop, nil
 }
 
 // lookup is GET /memberships/{key}: true if answered 200 with a healthy status.

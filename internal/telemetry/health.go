@@ -29,9 +29,8 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 
 const failureLogInterval = time.Minute // the longest a failure goes unlogged while they go on
 
-// health logs OpenTelemetry's errors (otel.SetErrorHandler: failed exports above all) once a
-// failure period: its first error, then at most once a failureLogInterval while they last,
-// with how many there were, and once span exports succeed again.
+// health logs OpenTelemetry's errors (failed exports above all): the first of a failure period,
+// then at most one a failureLogInterval with their count, and the recovery of span exports.
 type health struct {
 	log     *slog.Logger
 	now     func() time.Time

@@ -12,13 +12,12 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
-// HTTP is the API's instrumentation, otelhttp's, for its chi router (handlers.Config.Trace):
-// a server span for every request, continuing the caller's trace, named by method and route
-// pattern, and http.server.request.duration by route pattern; nil when neither provider is set.
-// The path holds a context key, which is personal data: url.path is the route pattern (empty
-// for no route) from the span's start; the query is never recorded. server.address is bigseg,
-// never the Host sent, so the metric's series stay bounded. When the sampler begins no trace
-// of its own and no metric is exported, a request without a trace context is not instrumented.
+// HTTP is otelhttp's instrumentation of the chi router (handlers.Config.Trace): a server span
+// per request, continuing the caller's trace, named by method and route pattern, and
+// http.server.request.duration by route pattern; nil when neither provider is set. url.path is
+// the route pattern (a path holds a context key, personal data); the query is never recorded;
+// server.address is bigseg, never the Host sent. With no root traces and no metrics exported, a
+// request without a trace context is not instrumented.
 func (tel *Telemetry) HTTP() func(http.Handler) http.Handler {
 	if tel == nil || tel.TracerProvider == nil && tel.MeterProvider == nil {
 		return nil

@@ -13,6 +13,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,8 +61,6 @@ type Options struct {
 	Version  string               // service.version
 }
 
-var producerMu sync.Mutex // autoexport keeps the metric producer in a package variable
-
 // Setup sets up what the OTEL_* variables of the process environment ask for. A value the
 // libraries refuse is an error; one they replace by a default is logged.
 func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
@@ -74,12 +73,7 @@ func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
 			err = errors.Join(err, t.Shutdown(ctx))
 		}
 	}()
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.Registry == nil {
-		o.Registry = prometheus.NewRegistry()
-	}
+	o.Log, o.Registry = cmp.Or(o.Log, slog.New(slog.DiscardHandler)), cmp.Or(o.Registry, prometheus.NewRegistry())
 	h := &health{log: o.Log, now: time.Now}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(h.failed))
 	otel.SetLogger(logr.FromSlogHandler(o.Log.Handler()))
@@ -105,30 +99,40 @@ func Setup(ctx context.Context, o Options) (_ *Telemetry, err error) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
 			sdktrace.WithBatcher(&spanExporter{SpanExporter: exp, failed: failed, health: h}))
 		t.TracerProvider, t.Propagator = tp, autoprop.NewTextMapPropagator()
-		// The SDK's sampler of the same variables, asked with a trace ID that any ratio above 0
-		// samples: always_off, a ratio of 0 and their parent-based forms begin no trace.
+		// The SDK's sampler, asked with a trace ID any ratio above 0 samples: does it begin traces?
 		_, probe := sdktrace.NewTracerProvider(sdktrace.WithIDGenerator(lowIDs{})).Tracer("").Start(ctx, "")
 		t.noRoots = !probe.SpanContext().IsSampled()
 		t.shutdowns = append(t.shutdowns, tp.Shutdown)
 	}
-	var metricOpts []autoexport.MetricOption
-	if !set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
-		metricOpts = append(metricOpts, autoexport.WithFallbackMetricReader(func(context.Context) (sdkmetric.Reader, error) { return nil, nil }))
-	}
-	producerMu.Lock() // two programs in one process (tests) set up one at a time
-	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) {
-		return prombridge.NewMetricProducer(prombridge.WithGatherer(o.Registry)), nil
-	})
-	reader, err := autoexport.NewMetricReader(ctx, metricOpts...)
-	producerMu.Unlock()
+	reader, err := metricReader(ctx, o.Registry)
 	if err != nil {
-		return nil, fmt.Errorf("OpenTelemetry metrics exporter: %w", err)
+		return nil, err
 	}
 	if reader != nil && !autoexport.IsNoneMetricReader(reader) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
 		t.MeterProvider, t.shutdowns = mp, append(t.shutdowns, mp.Shutdown)
 	}
 	return t, nil
+}
+
+var producerMu sync.Mutex // autoexport keeps the metric producer in a package variable
+
+// metricReader is autoexport's reader, exporting reg; none without an exporter or endpoint.
+func metricReader(ctx context.Context, reg *prometheus.Registry) (sdkmetric.Reader, error) {
+	var opts []autoexport.MetricOption
+	if !set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
+		opts = append(opts, autoexport.WithFallbackMetricReader(func(context.Context) (sdkmetric.Reader, error) { return nil, nil }))
+	}
+	producerMu.Lock() // two programs in one process (tests) set up one at a time
+	defer producerMu.Unlock()
+	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) {
+		return prombridge.NewMetricProducer(prombridge.WithGatherer(reg)), nil
+	})
+	reader, err := autoexport.NewMetricReader(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("OpenTelemetry metrics exporter: %w", err)
+	}
+	return reader, nil
 }
 
 // lowIDs are a probe span's IDs: the trace ID's lower half, which ratios test, zero.

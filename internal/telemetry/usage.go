@@ -9,8 +9,7 @@ import (
 // variable is one OTEL_* variable as server -h lists it.
 type variable struct{ name, typ, def, desc string }
 
-// variables are the OTEL_* variables that matter to bigseg, read by OpenTelemetry's packages,
-// which log a value they cannot use and take its default, unless said here.
+// variables are the OTEL_* variables that matter to bigseg, read by OpenTelemetry's packages.
 var variables = []variable{
 	{"OTEL_SDK_DISABLED", "True or False", "false", "true turns OpenTelemetry off, whatever else is set"},
 	{"OTEL_TRACES_EXPORTER", "String", "", "otlp, console (stdout) or none; unset means otlp if OTEL_EXPORTER_OTLP_ENDPOINT or _TRACES_ENDPOINT is set, else none; anything else stops the server"},
@@ -47,8 +46,7 @@ func Variables() []string {
 	return names
 }
 
-// Usage lists the OTEL_* variables bigseg honours, in the layout of the BIGSEG_* table that
-// server -h prints before it.
+// Usage lists the OTEL_* variables bigseg honours, in the layout of server -h's BIGSEG_* table.
 func Usage(w io.Writer) error {
 	fmt.Fprintf(w, "OpenTelemetry is configured by its standard variables; nothing is exported unless an\nexporter or an OTLP endpoint is set:\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -2,6 +2,7 @@ package dynamodb
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,19 +138,8 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("AWS configuration: no region: set AWS_REGION, or a region in the AWS profile")
 	}
-	attempts := o.MaxAttempts
-	if attempts <= 0 {
-		attempts = cfg.RetryMaxAttempts // AWS_MAX_ATTEMPTS, max_attempts
-	}
-	if attempts <= 0 {
-		attempts = DefaultMaxAttempts
-	}
-	cfg.Retryer = func() aws.Retryer {
-		return retry.NewStandard(func(so *retry.StandardOptions) {
-			so.MaxAttempts, so.MaxBackoff, so.RateLimiter = attempts, o.MaxBackoff, ratelimit.None
-		})
-	}
-	cfg.RetryMaxAttempts, cfg.RetryMode = 0, "" // the retryer above decides
+	cfg.Retryer = retryer(o, cfg.RetryMaxAttempts)
+	cfg.RetryMaxAttempts, cfg.RetryMode = 0, "" // the retryer decides
 	client := awsdynamodb.NewFromConfig(cfg, func(do *awsdynamodb.Options) {
 		// The SDK's own check of the checksum runs as the body is closed, after decoding,
 		// and only logs a mismatch: checksumMiddleware's fails the call before.
@@ -163,6 +153,18 @@ func NewClient(ctx context.Context, o ClientOptions) (*Client, error) {
 		}
 	})
 	return &Client{Client: client, transport: tr}, nil
+}
+
+// retryer is the SDK's standard retryer with o's bounds: o.MaxAttempts, else the
+// configuration's (AWS_MAX_ATTEMPTS, max_attempts: configured), else DefaultMaxAttempts; no
+// client-side retry quota.
+func retryer(o ClientOptions, configured int) func() aws.Retryer {
+	attempts := cmp.Or(max(o.MaxAttempts, 0), max(configured, 0), DefaultMaxAttempts)
+	return func() aws.Retryer {
+		return retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts, so.MaxBackoff, so.RateLimiter = attempts, o.MaxBackoff, ratelimit.None
+		})
+	}
 }
 
 // Close closes the client's idle connections. The client still works after it (with new
