@@ -11,7 +11,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -197,13 +196,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 			return
 		}
 		c.watch()
-		if !s.cfg.Shed.Admit(c.gone) {
-			c.unwatch()
-			c.out = redcon.AppendError(c.out, "BUSY "+limit.TooBusy)
-			return
-		}
 		a = env.LookupHash(c.ctx, hash)
-		s.cfg.Shed.Release()
 		c.unwatch()
 		c.last = lookup{env: env, hash: hash, kind: kind, answer: a}
 	}

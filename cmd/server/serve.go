@@ -109,21 +109,20 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	shed := limit.NewShedder(cfg.MaxInflight, cfg.ShedWait)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 		MaxRequestsInFlight: 4}) // each scrape renders every metric: beyond 4 at once, 503
-	if err := a.listen(m, metricsHandler, shed); err != nil {
+	if err := a.listen(m, metricsHandler); err != nil {
 		return nil, err
 	}
-	a.srv = a.apiServer(m, metricsHandler, shed)
+	a.srv = a.apiServer(m, metricsHandler)
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	return a, nil
 }
 
 // apiServer is the HTTP API's server, with the defences where they belong: on each kind of
 // route, the token check first (strangers use no capacity), then a batch's body read within
-// the memory budget, then a lookup slot, taken once the input is read; a stream's own slots.
-func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) *http.Server {
+// the memory budget; a stream's own slots.
+func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler) *http.Server {
 	if a.cfg.MetricsAddr != "" {
 		metricsHandler = nil // served on the operators' listener only
 	}
@@ -131,14 +130,14 @@ func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *l
 	for _, e := range a.svc.Environments() {
 		names = append(names, e.Name)
 	}
-	tokens, slot := a.tokens.Require(handlers.Error, handlers.Scope(names...)), shed.Middleware(handlers.Error)
+	tokens := a.tokens.Require(handlers.Error, handlers.Scope(names...))
 	bodies := limit.NewBodies(a.cfg.BodyMemoryBytes).Limit(a.cfg.MaxBodyBytes, a.cfg.BodyReadTimeout, handlers.BatchUses(a.cfg.MaxBatch), handlers.Error)
 	srv := &http.Server{
 		Handler: handlers.New(handlers.Config{
 			Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 			MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
 			MaxBodyBytes: a.cfg.MaxBodyBytes, Stop: a.stop, Observe: m.ObserveRequest, Metrics: metricsHandler,
-			Lookups: chi.Chain(tokens, slot).Handler, Batches: chi.Chain(tokens, bodies, slot).Handler, Views: tokens,
+			Lookups: tokens, Batches: chi.Chain(tokens, bodies).Handler, Views: tokens,
 			Streams:    chi.Chain(tokens, limit.Streams(a.ln.MaxStreams(a.cfg.MaxStreams), handlers.Error)).Handler,
 			Authorized: a.tokens.Authorizes, Trace: a.tel.HTTP(),
 		}, a.svc),
@@ -187,7 +186,7 @@ func http1Only() *http.Protocols {
 
 // listen opens the API's listener, the operators' and the Redis-protocol one, each under a
 // connection limit of its own.
-func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder) error {
+func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -208,7 +207,7 @@ func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler, shed *limi
 	}
 	limited := limit.NewListener(raw, a.cfg.RESPMaxConns)
 	a.resp = &listener{name: "Redis-protocol", ln: limited, resp: resp.New(resp.Config{
-		Version: version(), Log: a.log, Tokens: a.tokens, Shed: shed, Listener: limited,
+		Version: version(), Log: a.log, Tokens: a.tokens, Listener: limited,
 		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 		Observe: m.RESP(resp.Commands(), limited.Open), TracerProvider: a.tel.TracerProvider,
 	}, a.svc.Environments()...)}
