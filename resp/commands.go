@@ -323,7 +323,7 @@ func (s *Server) opens(c *conn, env *segments.Environment) bool {
 	if !s.cfg.Tokens.Enabled() || c.session.Scope().Opens(env.Name) {
 		return true
 	}
-	c.out = redcon.AppendError(c.out, "NOPERM this token does not open environment "+env.Name+" (prefix "+strconv.Quote(env.Prefix)+")")
+	c.out = redcon.AppendError(c.out, "NOPERM this token does not open environment "+env.Name+" (prefix "+strconv.Quote(servedPrefix(env))+")")
 	return false
 }
 

@@ -22,7 +22,7 @@ const cursorTTL = time.Hour
 // its data and its store, read-only once New has made it part of a Service.
 type Environment struct {
 	Name   string
-	Prefix string // the prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
+	Prefix string // the key prefix of its data as stored, "" for none (DynamoDB's default)
 	Store  Store
 
 	svc    *Service

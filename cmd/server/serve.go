@@ -30,7 +30,6 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // serve runs the service until ctx ends or a signal asks it to stop (see app.run).
@@ -154,13 +153,7 @@ func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *l
 
 // service makes the service of every environment, each over its store.
 func (a *app) service(m *metrics.Metrics) (err error) {
-	envs := a.store.envs
-	for i := range envs {
-		if envs[i].Prefix == "" { // DynamoDB's default: served on the Redis-protocol listener as the SDKs' default
-			envs[i].Prefix = redis.DefaultPrefix
-		}
-	}
-	a.svc, err = segments.New(envs, segments.Config{
+	a.svc, err = segments.New(a.store.envs, segments.Config{
 		CacheSize:          a.cfg.CacheSize,
 		CacheTTL:           a.cfg.CacheTTL,
 		NoCache:            a.cfg.CacheSize == 0 || a.cfg.CacheTTL == 0,
