@@ -74,12 +74,9 @@ type config struct {
 	MaxBodyBytes, BodyMemoryBytes                                                                            int64         `ignored:"true"`
 }
 
-// derive sets the limits that follow from the settings (docs/configuration.md, Removed
-// settings, says each): headers get twice BODY_READ_TIMEOUT, a request a second more than
-// headers and body (so a slow body gets its 408 first), a Redis-protocol command as long as
-// headers; in-flight requests get WRITE_TIMEOUT at shutdown; a quarter of the connections run
-// lookups, half hold streams; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES with JSON's
-// punctuation, and bodies share 64 MiB or 64 of the largest.
+// derive sets the limits that follow from the settings, each of which docs/configuration.md
+// (Removed settings) says in full. A request gets a second more than its headers and body, so
+// that a slow body gets its 408 first.
 func (c *config) derive() {
 	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
