@@ -49,7 +49,7 @@ type config struct {
 	StatusPollInterval        time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)" range:"positive"`
 	StaleAfter                time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale" range:"positive"`
 	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR" range:"positive"`
-	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them" range:"positive"`
+	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them, single lookups the rest" range:"at least 2"`
 	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes" range:"positive"`
 	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)" range:"positive"`
 	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun" range:"positive"`
@@ -195,8 +195,10 @@ func (c config) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
-	if _, err := c.servedEnvironments(); err != nil {
+	if envs, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
+	} else if c.CacheSize > 0 && c.CacheSize < 2*len(envs) {
+		bad("CACHE_SIZE", "%d cannot be shared by %d environments: 2 each at least, or 0 (no cache)", c.CacheSize, len(envs))
 	}
 	errs = append(errs, auth.CheckTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.MetricsTLS, c.MetricsAddr)...)
 	errs = append(errs, c.validateStores()...)

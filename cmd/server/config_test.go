@@ -50,6 +50,23 @@ func TestValidateNamesTheVariables(t *testing.T) {
 	}
 }
 
+// Settings that would break a promise: one read slot leaves single lookups none while a batch
+// holds it; a cache smaller than 2 an environment would be rounded up past its bound.
+func TestValidateSharedBounds(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]map[string]string{
+		"BIGSEG_STORE_READS_IN_FLIGHT: must be at least 2":        {"BIGSEG_STORE_READS_IN_FLIGHT": "1"},
+		"BIGSEG_CACHE_SIZE: 3 cannot be shared by 2 environments": {"BIGSEG_CACHE_SIZE": "3", "BIGSEG_ENVIRONMENTS": "a=pa,b=pb", "BIGSEG_REDIS_URL": "redis://127.0.0.1:6379"},
+	} {
+		if _, err := configOf(want); err == nil || !strings.Contains(err.Error(), env) {
+			t.Errorf("%v: %v, want %q", want, err, env)
+		}
+	}
+	if _, err := configOf(map[string]string{"BIGSEG_CACHE_SIZE": "4", "BIGSEG_ENVIRONMENTS": "a=pa,b=pb", "BIGSEG_REDIS_URL": "redis://127.0.0.1:6379"}); err != nil {
+		t.Errorf("2 each: %v", err)
+	}
+}
+
 // Timeouts that cannot hold together are refused at start, naming both sides: a lookup timeout
 // past the write timeout would have lookups answered with nothing at all.
 func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
