@@ -34,7 +34,9 @@ func (s *server) closeWhenDraining(next http.Handler) http.Handler {
 }
 
 // recoverer turns a panic into a logged 500, not a dropped connection; http.ErrAbortHandler,
-// a handler's way to abort on purpose, is passed on.
+// a handler's way to abort on purpose, is passed on. A panic after the answer has begun (a
+// streamed batch or inventory) aborts the connection instead: an error after part of a 200
+// would read as a short answer.
 func (s *server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -43,6 +45,9 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.Log.Error("handler panic", "route", chi.RouteContext(r.Context()).RoutePattern(), "panic", v)
+				if rec, ok := w.(*statusRecorder); ok && rec.code != 0 {
+					panic(http.ErrAbortHandler)
+				}
 				Error(w, r, http.StatusInternalServerError, "internal error")
 			}
 		}()

@@ -165,7 +165,7 @@ type lookup struct {
 
 // pairWindow is how soon after the answer to the SMEMBERS of one of a context's sets is written
 // that of the other must arrive to be answered from the same lookup. It is measured from the
-// write, not from the lookup: a lookup that takes longer (a slow store, a wait for a slot)
+// write, not from the lookup: a lookup that takes longer (a slow store, a wait for a read slot)
 // still answers the pair.
 const pairWindow = time.Second
 
@@ -316,7 +316,7 @@ func (s *Server) opens(c *conn, env *segments.Environment) bool {
 	if !s.cfg.Tokens.Enabled() || c.session.Scope().Opens(env.Name) {
 		return true
 	}
-	c.out = redcon.AppendError(c.out, "NOPERM this token does not open environment "+env.Name+" (prefix "+strconv.Quote(env.Prefix)+")")
+	c.out = redcon.AppendError(c.out, "NOPERM this token does not open environment "+env.Name+" (prefix "+strconv.Quote(servedPrefix(env))+")")
 	return false
 }
 

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,10 +35,10 @@ func newKeys(envs []*segments.Environment) keys {
 	ks := keys{byPrefix: make(map[string]*segments.Environment, len(envs))}
 	var prefixes []string
 	for _, e := range envs {
-		ks.byPrefix[e.Prefix] = e
-		prefixes = append(prefixes, strconv.Quote(e.Prefix))
+		ks.byPrefix[servedPrefix(e)] = e
+		prefixes = append(prefixes, strconv.Quote(servedPrefix(e)))
 	}
-	what, p := "prefix "+prefixes[0], envs[0].Prefix
+	what, p := "prefix "+prefixes[0], servedPrefix(envs[0])
 	if len(prefixes) > 1 {
 		what, p = "prefixes "+strings.Join(prefixes, ", "), "{prefix}"
 	}
@@ -46,6 +47,10 @@ func newKeys(envs []*segments.Environment) keys {
 	ks.generic = "bigseg serves Big Segments only" + fmt.Sprintf(shape, "{prefix}")
 	return ks
 }
+
+// servedPrefix is the prefix env is served under: its own, or for a store with none (DynamoDB's
+// default) the SDKs' default, since their Redis stores always read under one.
+func servedPrefix(env *segments.Environment) string { return cmp.Or(env.Prefix, "launchdarkly") }
 
 // parse says which environment's key k is, which kind, and, for a set, its context hash; env
 // is nil for a key bigseg does not serve (another prefix, another shape). A hash holds no ':',

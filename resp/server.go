@@ -15,6 +15,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -59,8 +60,9 @@ type Config struct {
 	Version string       // named in HELLO and INFO
 	Log     *slog.Logger // default: discarded
 
-	Tokens   *auth.Tokens    // with tokens enabled, AUTH with one is required, which must open the environment read
-	Listener *limit.Listener // told when a connection is busy, to make room at its limit
+	Tokens    *auth.Tokens    // with tokens enabled, AUTH with one is required, which must open the environment read
+	Listener  *limit.Listener // told when a connection is busy, to make room at its limit
+	TLSConfig *tls.Config     // with it, Serve serves TLS (rediss://), as http.Server's
 
 	IdleTimeout  time.Duration // how long a connection may wait for its next command; 0: no bound
 	ReadTimeout  time.Duration // how long a command may take to arrive once begun
@@ -117,6 +119,9 @@ func New(cfg Config, envs ...*segments.Environment) *Server {
 // out of file descriptors) is retried after a pause that grows to acceptRetryMax, as net/http
 // does, instead of ending the listener for good.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLSConfig != nil {
+		ln = tls.NewListener(ln, s.cfg.TLSConfig)
+	}
 	s.mu.Lock()
 	s.ln = ln
 	draining := s.draining.Load()

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,6 +406,21 @@ func TestRESPEnvironments(t *testing.T) {
 	err := rc.SMembers(ctx, "launchdarkly:big_segment_include:"+h).Err()
 	if err == nil || !strings.Contains(err.Error(), `prefixes "ld-prod", "ld-staging"`) {
 		t.Errorf("a prefix not served: %v", err)
+	}
+}
+
+// TestRESPEmptyPrefix: an environment whose store has no prefix (DynamoDB's default) is served
+// under the SDKs' default, launchdarkly, and named so to a client asking for another.
+func TestRESPEmptyPrefix(t *testing.T) {
+	env := renamed(t, service(t, contexts), "default", "")
+	rc := client(t, serveEnvironments(t, resp.Config{}, env), 2, "")
+	ctx := context.Background()
+	got, err := rc.SMembers(ctx, "launchdarkly:big_segment_include:"+segments.Hash("alice")).Result()
+	if slices.Sort(got); err != nil || !slices.Equal(got, []string{"beta.g1", "both.g1"}) {
+		t.Errorf("launchdarkly: %v %v", got, err)
+	}
+	if err := rc.SMembers(ctx, ":big_segment_include:"+segments.Hash("alice")).Err(); err == nil || !strings.Contains(err.Error(), `prefix "launchdarkly"`) {
+		t.Errorf("the empty prefix itself: %v", err)
 	}
 }
 

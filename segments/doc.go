@@ -147,8 +147,9 @@
 //     not valid metadata (beyond MaxSynchronizedOnMillis or MaxCursorBytes); any other error
 //     means the store could not be reached.
 //
-// Memberships is called by up to Config.ReadsInFlight reads at once; Metadata by one poll at a
-// time. What else a store can do is asked by the package that uses it, with an interface of
+// A Service calls Memberships from up to Config.ReadsInFlight reads at once and Metadata from
+// one poll at a time; a store must also take calls from others at the same time (the
+// inventory reads Metadata at a scan's start and end, beside the polls). What else a store can do is asked by the package that uses it, with an interface of
 // its own: handlers' Describer (where the store keeps a context's data, as a StoreView) and
 // internal/inventory's Scanner (every context it holds).
 package segments

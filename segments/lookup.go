@@ -18,12 +18,11 @@ import (
 // cursorTTL is an answer's TTL while the store has a cursor: a new cursor drops it sooner.
 const cursorTTL = time.Hour
 
-// Environment is one environment served: its name (in routes, tokens' scopes and metrics),
-// the key prefix of its data and its store. New makes it part of a Service; the three are
-// read-only from then on.
+// Environment is one environment served: its name (in routes, scopes and metrics), the prefix of
+// its data and its store, read-only once New has made it part of a Service.
 type Environment struct {
 	Name   string
-	Prefix string // the prefix SDKs read its data under (their Redis stores need one: launchdarkly where the store has none)
+	Prefix string // the key prefix of its data as stored, "" for none (DynamoDB's default)
 	Store  Store
 
 	svc    *Service
@@ -61,8 +60,7 @@ type Answer struct {
 	Cached      bool         // the answer came from the cache
 }
 
-// LookupHash answers for the context with the given hash (Hash of its key, or a caller's
-// hash checked with ValidateHash).
+// LookupHash answers for the context of hash (Hash of its key, or a hash that ValidateHash accepts).
 func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 	if st, m, hit := e.get(hash); hit && st != nil {
 		return e.answer(hash, m, st.LookupStatus(), true)
@@ -70,8 +68,7 @@ func (e *Environment) LookupHash(ctx context.Context, hash string) Answer {
 	return e.lookup(ctx, []string{hash}, false)[0]
 }
 
-// LookupBatch answers for many contexts at once, in order, reading the misses in one store
-// call: a caller with many contexts costs the store one round trip.
+// LookupBatch answers for many contexts, in order, reading the misses in one store call.
 func (e *Environment) LookupBatch(ctx context.Context, hashes []string) []Answer {
 	return e.lookup(ctx, hashes, true)
 }
@@ -126,9 +123,8 @@ func (e *Environment) answer(hash string, m Membership, status LookupStatus, cac
 	return Answer{ContextHash: hash, Membership: m, Status: status, Cached: cached}
 }
 
-// readShared reads hash once for every lookup of it begun in cache generation gen, on the
-// first caller's goroutine and in its context: if that caller leaves early, those still
-// waiting read again. A waiter whose own caller leaves waits on, at most the lookup timeout.
+// readShared reads hash once for the lookups of it begun in generation gen, on the first caller's
+// goroutine and in its context: if that caller leaves early, those still waiting read again.
 func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) Read {
 	key := strconv.FormatUint(gen, 10) + " " + hash
 	for {
@@ -148,9 +144,8 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships once it holds a slot of each semaphore, taken within ctx: a
-// caller that has left takes none. It returns one Read per hash, always: a store that panics
-// or miscounts fails the read.
+// readStore reads memberships holding a slot of each semaphore, taken within ctx. It returns one
+// Read per hash, always: a store that panics or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
@@ -195,8 +190,8 @@ func safely(call func()) (err error) {
 	return nil
 }
 
-// get returns the last status and the answer cached for hash, if any. A hit in the old
-// go-cache is copied into the young one, so that a context looked up often stays cached.
+// get returns the last status and hash's cached answer, if any; a hit in the old go-cache is
+// copied into the young one, so that a context looked up often stays cached.
 func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	e.mu.RLock()
 	st, gen, young, old := e.status, e.gen, e.young, e.old
@@ -218,8 +213,7 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	return st, en.m, true
 }
 
-// put caches en for hash, unless gen, the generation it was read in, is over. A full young
-// go-cache becomes the old one, dropping the previous old one whole.
+// put caches en unless gen is over; a full young go-cache becomes the old one, dropping the old whole.
 func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -242,17 +236,16 @@ func (e *Environment) CacheLen() int {
 	return e.young.ItemCount() + e.old.ItemCount()
 }
 
-// Explanation is a read of one context straight from the store, beside what the cache holds,
-// so that an operator can tell a stale cache from wrong data.
+// Explanation is a read of one context from the store beside the cache's answer: a stale cache
+// told from wrong data.
 type Explanation struct {
 	Answer Answer      // the lookup's answer from this read (never from the cache)
 	Cached *Membership // the membership the cache holds for the hash, nil if none
 	Status StoreStatus // the environment's last polled status
 }
 
-// Explain reads hash from the store whatever the cache holds, caching nothing it reads,
-// bounded as a batch is: within the lookup timeout, holding a read slot of the batches' half,
-// so that explains, however many, leave lookups' misses slots of their own.
+// Explain reads hash from the store whatever the cache holds, caching nothing, bounded as a batch
+// is (a slot of the batches' half), so that explains leave lookups slots of their own.
 func (e *Environment) Explain(ctx context.Context, hash string) Explanation {
 	ctx, cancel := e.svc.withTimeout(ctx)
 	defer cancel()

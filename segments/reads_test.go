@@ -177,15 +177,19 @@ func TestNewRefuses(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		envs []Environment
+		cfg  Config
 		want string
 	}{
-		{"none", nil, "no environment"},
-		{"a bad name", []Environment{{Name: "Prod", Store: store}}, "lower-case"},
-		{"a name twice", []Environment{{Name: "a", Store: store}, {Name: "a", Store: store}}, "twice"},
-		{"no store", []Environment{{Name: "a"}}, "no store"},
+		{"none", nil, Config{}, "no environment"},
+		{"a bad name", []Environment{{Name: "Prod", Store: store}}, Config{}, "lower-case"},
+		{"a name twice", []Environment{{Name: "a", Store: store}, {Name: "a", Store: store}}, Config{}, "twice"},
+		{"no store", []Environment{{Name: "a"}}, Config{}, "no store"},
+		// Each environment's cache is a pair of go-caches of half its share: less than 2 each
+		// would be rounded up, past the bound.
+		{"a cache too small to share", []Environment{{Name: "a", Store: store}, {Name: "b", Store: store}}, Config{CacheSize: 3}, "each needs 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := New(tt.envs, Config{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := New(tt.envs, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New: %v, want an error with %q", err, tt.want)
 			}
 		})

@@ -25,13 +25,13 @@ const (
 
 // Config is how a Service serves. A field left zero takes its default; none may be negative.
 type Config struct {
-	CacheSize          int                                      // answers cached, shared evenly by the environments
+	CacheSize          int                                      // answers cached, shared evenly by the environments (2 each at least)
 	CacheTTL           time.Duration                            // how long an answer read while the store has no cursor is cached
 	NoCache            bool                                     // cache nothing: every lookup reads the store
 	PollInterval       time.Duration                            // how often Run polls; at most StaleAfter
 	StaleAfter         time.Duration                            // the age of the last synchronization from which data is stale
 	LookupTimeout      time.Duration                            // the longest a lookup, batch or poll waits for the store
-	ReadsInFlight      int                                      // an environment's store reads at once; batches take at most half
+	ReadsInFlight      int                                      // an environment's store reads at once; batches take at most half (one at least)
 	ReadyRequiresFresh bool                                     // Readiness is false while data is stale, not only unavailable
 	ReadMetadata       func(ctx context.Context) []MetadataRead // every environment's, in order, in one round trip; nil: each store's in turn
 	Now                func() time.Time                         // the clock of staleness, cache expiry and status times; nil: time.Now
@@ -68,6 +68,9 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if !cfg.NoCache && cfg.CacheSize < 2*len(envs) {
+		return nil, fmt.Errorf("a cache of %d answers cannot be shared by %d environments: each needs 2 at least", cfg.CacheSize, len(envs))
+	}
 	s := &Service{cfg: cfg, polling: make(chan struct{}, 1)}
 	s.timeout = fmt.Errorf("no answer within %v: %w", cfg.LookupTimeout, context.DeadlineExceeded)
 	s.changes.Store(new(make(chan struct{})))
@@ -86,7 +89,7 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: cfg.Logger, obs: nopObserver{}}
 		e.state = &state{slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
 		if !cfg.NoCache {
-			e.half, e.young, e.old = max(cfg.CacheSize/len(envs)/2, 1), newGoCache(), newGoCache()
+			e.half, e.young, e.old = cfg.CacheSize/len(envs)/2, newGoCache(), newGoCache()
 		}
 		if len(envs) > 1 {
 			e.log = e.log.With("environment", e.Name)
@@ -208,7 +211,7 @@ type StoreStatus struct {
 	DataChangedAt    time.Time // when a poll first saw the data as it is; zero without a cursor
 	CheckedAt        time.Time // when the poll ran
 	LastError        string    // while unavailable: why, as the logs say it ("" while available)
-	LastErrorAt      time.Time // when the poll that first failed so ran
+	LastErrorAt      time.Time // when the store became unavailable: the first poll of the outage
 }
 
 // LookupStatus is the status of a lookup whose own read succeeded under this store status.
@@ -315,8 +318,11 @@ func (e *Environment) record(md Metadata, err error) bool {
 	st.Available, st.CheckedAt = err == nil, now
 	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
-	if err != nil && (prev == nil || prev.Available || prev.LastError != err.Error()) {
-		st.LastError, st.LastErrorAt = err.Error(), now
+	if err != nil && (prev == nil || prev.Available) {
+		st.LastErrorAt = now
+	}
+	if err != nil {
+		st.LastError = err.Error()
 	}
 	if err == nil {
 		st.LastError, st.LastErrorAt, st.LastSynchronized = "", time.Time{}, md.LastSynchronized

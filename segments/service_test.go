@@ -286,6 +286,31 @@ func TestStatusGoesStaleAsTimePasses(t *testing.T) {
 	}
 }
 
+// TestLastErrorAtIsTheOutagesStart: lastErrorAt is when the store became unavailable, however
+// the error's text changes during the outage (a new local port, a new request ID); lastError is
+// the last poll's.
+func TestLastErrorAtIsTheOutagesStart(t *testing.T) {
+	ctx := context.Background()
+	s, store, clk := newTestService(t, Config{})
+	s.Poll(ctx)
+	store.setMeta(time.Time{}, errors.New("read tcp 127.0.0.1:41000: i/o timeout"))
+	clk.Add(time.Second)
+	began := clk.Now()
+	s.Poll(ctx)
+	store.setMeta(time.Time{}, errors.New("read tcp 127.0.0.1:41002: i/o timeout"))
+	clk.Add(time.Second)
+	if st := s.Poll(ctx); !st.LastErrorAt.Equal(began) || !strings.Contains(st.LastError, "41002") {
+		t.Errorf("during the outage: lastError %q at %v, want the last poll's error at %v", st.LastError, st.LastErrorAt, began)
+	}
+	store.setMeta(clk.Now(), nil)
+	s.Poll(ctx)
+	store.setMeta(time.Time{}, errBoom)
+	clk.Add(time.Second)
+	if st := s.Poll(ctx); !st.LastErrorAt.Equal(clk.Now()) {
+		t.Errorf("a second outage: lastErrorAt %v, want %v", st.LastErrorAt, clk.Now())
+	}
+}
+
 func TestUnavailableKeepsLastSynchronization(t *testing.T) {
 	ctx := context.Background()
 	s, store, clk := newTestService(t, Config{})

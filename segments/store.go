@@ -16,8 +16,7 @@ import (
 	"unique"
 )
 
-// Store is where a synchronizer has written one environment's Big Segments. Like the SDKs'
-// store it sees context hashes only; the package documentation has the whole contract.
+// Store is where a synchronizer wrote one environment's Big Segments, read by hash (see the package documentation).
 type Store interface {
 	// Memberships reads the contexts' memberships: one Read per hash, in order.
 	Memberships(ctx context.Context, hashes []string) []Read
@@ -43,8 +42,7 @@ type MetadataRead struct {
 	Err      error
 }
 
-// StoreView is a store as it names itself, for an operator to compare with what the
-// synchronizer wrote (handlers' Describer gives it). It holds no password, token or secret.
+// StoreView is a store as it names itself, with no secret in it, for an operator to compare with what was written.
 type StoreView struct {
 	Kind   string   // "redis", "dynamodb" or "embedded"
 	Prefix string   // the key prefix as stored ("" for none)
@@ -68,8 +66,7 @@ var (
 // MaxHashLen bounds a context hash from callers, so that no input makes a large store key.
 const MaxHashLen = 128
 
-// Hash returns the Big Segments hash of a context key, under which synchronizers store its
-// memberships: standard, padded base64 of the SHA-256 of the key's bytes.
+// Hash returns the hash synchronizers store a context key's memberships under: base64 of its SHA-256.
 func Hash(contextKey string) string {
 	sum := sha256.Sum256([]byte(contextKey))
 	var b [44]byte
@@ -79,8 +76,7 @@ func Hash(contextKey string) string {
 
 const hashWanted = "a context hash is the standard base64 (44 characters, padded) of the 32-byte SHA-256 of the context key"
 
-// ValidateHash says why s cannot be a context hash, or nil, so that a caller's mistake (a hex
-// SHA-256, a URL-safe alphabet, a lost escape) is an error, not "no membership".
+// ValidateHash says why s cannot be a context hash, or nil: a caller's mistake is an error, not "no membership".
 func ValidateHash(s string) error {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 	outside := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune(alphabet, r) })
@@ -100,15 +96,13 @@ func ValidateHash(s string) error {
 	return nil
 }
 
-// Membership is the set of Big Segment refs (such as "beta-users.g3") that a context is
-// included in or excluded from; the zero value is "no membership". Identical sets share one
-// interned encoding, so that a cache holds each distinct set once.
+// Membership is the Big Segment refs (such as "beta-users.g3") a context is included in or excluded
+// from; the zero value is "no membership". Identical sets share one interned encoding.
 type Membership struct {
 	h unique.Handle[string] // per ref, in order: '+' (included) or '-', its length (uvarint), the ref
 }
 
-// NewMembership returns the membership with the given refs. A ref listed as both included and
-// excluded is included, as in the SDKs.
+// NewMembership returns the membership with the given refs; a ref in both lists is included, as in the SDKs.
 func NewMembership(included, excluded []string) Membership {
 	if len(included)+len(excluded) == 0 {
 		return Membership{}

@@ -44,28 +44,28 @@ type config struct {
 	Prefix                    string        `envconfig:"PREFIX" desc:"key prefix of the Big Segments data: one environment, named default; with DYNAMODB_TABLE, unset means none (LaunchDarkly's default there)"`
 	Environments              []string      `envconfig:"ENVIRONMENTS" desc:"several environments in one Redis or DynamoDB table, as one Relay Proxy writes them: comma-separated name=prefix pairs, such as production=ld-prod,staging=ld-staging (instead of PREFIX); see docs/environments.md"`
 	SeedFile                  string        `envconfig:"SEED_FILE" desc:"fixture file for the embedded store, to try bigseg out without Redis or DynamoDB (see docs/redis.md)"`
-	CacheSize                 int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off"`
-	CacheTTL                  time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off"`
-	StatusPollInterval        time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)"`
-	StaleAfter                time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale"`
-	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR"`
-	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them"`
-	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes"`
-	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)"`
-	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun"`
+	CacheSize                 int           `envconfig:"CACHE_SIZE" desc:"most memberships cached; 0 turns the cache off" range:"not negative"`
+	CacheTTL                  time.Duration `envconfig:"CACHE_TTL" desc:"how long a membership is cached while the store has no cursor; 0 turns the cache off" range:"not negative"`
+	StatusPollInterval        time.Duration `envconfig:"STATUS_POLL_INTERVAL" desc:"how often the store's status is polled (at most STALE_AFTER)" range:"positive"`
+	StaleAfter                time.Duration `envconfig:"STALE_AFTER" desc:"age of the last synchronization from which data counts as stale" range:"positive"`
+	LookupTimeout             time.Duration `envconfig:"LOOKUP_TIMEOUT" desc:"longest a lookup (or batch) may wait for the store before it answers STORE_ERROR" range:"positive"`
+	StoreReadsInFlight        int           `envconfig:"STORE_READS_IN_FLIGHT" desc:"most store reads at once, per environment; batches take at most half of them, single lookups the rest" range:"at least 2"`
+	MaxKeyBytes               int           `envconfig:"MAX_KEY_BYTES" desc:"longest context key accepted, in bytes" range:"positive"`
+	MaxBatch                  int           `envconfig:"MAX_BATCH" desc:"most lookups in one POST /memberships; its body holds at most that many keys of MAX_KEY_BYTES (413 beyond), its answer 100 times as many segment refs (400 beyond)" range:"positive"`
+	BodyReadTimeout           time.Duration `envconfig:"BODY_READ_TIMEOUT" desc:"how long a client may take to send a request body (408 beyond); twice that for its headers, and for a Redis-protocol command once it has begun" range:"positive"`
 	LogLevel                  string        `envconfig:"LOG_LEVEL" desc:"debug, info, warn or error; debug logs every request too (method, route pattern, code, duration; never the path)"`
 	APITokens                 []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens; when set (or the file), every /memberships route, the store view (/segments, /explain and each /memberships/{contextKey}/explain) and /status/stream require one"`
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics, the probes /livez, /healthz, /readyz and Go's /debug/pprof on this address too, such as :9090 (the operators' listener: keep it private); /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
-	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; half of them may hold /status/stream (503 beyond)"`
-	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish"`
+	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; half of them may hold /status/stream (503 beyond)" range:"positive"`
+	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish" range:"positive"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
-	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment: 0 (no scans) or at least 1s"`
-	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most contexts a scan reads a second, so that it never competes with lookups"`
-	InventoryMaxSegments      int           `envconfig:"INVENTORY_MAX_SEGMENTS" desc:"segments of each environment exported as bigseg_segment_contexts series, the largest (0 to 10000)"`
-	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)"`
+	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment; 0: no scans" range:"0 or at least 1s"`
+	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most contexts a scan reads a second, so that it never competes with lookups" range:"at least 1"`
+	InventoryMaxSegments      int           `envconfig:"INVENTORY_MAX_SEGMENTS" desc:"segments of each environment exported as bigseg_segment_contexts series, the largest" range:"0 to 10000"`
+	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)" range:"not negative"`
 
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShutdownTimeout time.Duration `ignored:"true"`
@@ -74,12 +74,9 @@ type config struct {
 	MaxBodyBytes, BodyMemoryBytes                                                                  int64         `ignored:"true"`
 }
 
-// derive sets the limits that follow from the settings (docs/configuration.md, Removed
-// settings, says each): headers get twice BODY_READ_TIMEOUT, a request a second more than
-// headers and body (so a slow body gets its 408 first), a Redis-protocol command as long as
-// headers; in-flight requests get WRITE_TIMEOUT at shutdown; half the connections may hold
-// streams; a batch's body holds MAX_BATCH keys of MAX_KEY_BYTES with JSON's punctuation, and
-// bodies share 64 MiB or 64 of the largest.
+// derive sets the limits that follow from the settings, each of which docs/configuration.md
+// (Removed settings) says in full. A request gets a second more than its headers and body, so
+// that a slow body gets its 408 first.
 func (c *config) derive() {
 	c.ReadHeaderTimeout = 2 * c.BodyReadTimeout
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
@@ -121,8 +118,7 @@ func defaultConfig() config {
 }
 
 // loadConfig reads the configuration from the BIGSEG_* variables that getenv gives, and checks
-// it. An empty variable counts as unset. Lists are comma-separated, their items trimmed. Every
-// error names the variable at fault.
+// it. An empty variable counts as unset. Every error names the variable at fault.
 func loadConfig(getenv func(string) string) (config, error) {
 	cfg := defaultConfig()
 	if err := settings.Read(getenv, varPrefix, &cfg); err != nil {
@@ -136,16 +132,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if !prefixSet && cfg.hasDynamoDB() {
 		cfg.Prefix = dynamodb.DefaultPrefix // LaunchDarkly's default for DynamoDB is none, not Redis's
 	}
-	for _, list := range []*[]string{&cfg.APITokens, &cfg.Environments} {
-		for i := range *list {
-			(*list)[i] = strings.TrimSpace((*list)[i])
-		}
-	}
 	return cfg, cfg.validate()
 }
-
-// variables are the names of every setting's variable.
-func variables() []string { return settings.Names(varPrefix, &config{}) }
 
 // unknownVariables refuses a BIGSEG_* variable that names no setting, or a removed one.
 func unknownVariables(environ []string) error {
@@ -192,16 +180,10 @@ var removed = map[string]string{
 
 // validate checks every setting at once.
 func (c config) validate() error {
-	var errs []error
+	errs := append(settings.Check(varPrefix, &c), c.validateTimeouts()...)
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", varPrefix, name, fmt.Sprintf(format, args...)))
 	}
-	for _, ck := range c.rangeChecks() {
-		if ck.bad {
-			bad(ck.name, "%s", ck.msg)
-		}
-	}
-	errs = append(errs, c.validateTimeouts()...)
 	if len(c.APITokens) > 0 && c.APITokensFile != "" {
 		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
 	}
@@ -213,8 +195,10 @@ func (c config) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
 	}
-	if _, err := c.servedEnvironments(); err != nil {
+	if envs, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
+	} else if c.CacheSize > 0 && c.CacheSize < 2*len(envs) {
+		bad("CACHE_SIZE", "%d cannot be shared by %d environments: 2 each at least, or 0 (no cache)", c.CacheSize, len(envs))
 	}
 	errs = append(errs, auth.CheckTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.MetricsTLS, c.MetricsAddr)...)
 	errs = append(errs, c.validateStores()...)
@@ -241,35 +225,6 @@ func (c config) validateTimeouts() []error {
 			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout)}
 	}
 	return nil
-}
-
-// rangeCheck is one numeric setting's bound: bad when the value is outside it.
-type rangeCheck struct {
-	name string
-	bad  bool
-	msg  string
-}
-
-// rangeChecks are the bounds of the numeric settings.
-func (c config) rangeChecks() []rangeCheck {
-	return []rangeCheck{
-		{"CACHE_SIZE", c.CacheSize < 0, "must not be negative"},
-		{"CACHE_TTL", c.CacheTTL < 0, "must not be negative"},
-		{"STATUS_POLL_INTERVAL", c.StatusPollInterval <= 0, "must be positive"},
-		{"STALE_AFTER", c.StaleAfter <= 0, "must be positive"},
-		{"LOOKUP_TIMEOUT", c.LookupTimeout <= 0, "must be positive"},
-		{"STORE_READS_IN_FLIGHT", c.StoreReadsInFlight <= 0, "must be positive"},
-		{"MAX_KEY_BYTES", c.MaxKeyBytes <= 0, "must be positive"},
-		{"MAX_BATCH", c.MaxBatch <= 0, "must be positive"},
-		{"BODY_READ_TIMEOUT", c.BodyReadTimeout <= 0, "must be positive"},
-		{"MAX_CONNS", c.MaxConns <= 0, "must be positive"},
-		{"WRITE_TIMEOUT", c.WriteTimeout <= 0, "must be positive"},
-		{"SHUTDOWN_DELAY", c.ShutdownDelay < 0, "must not be negative"},
-		{"INVENTORY_INTERVAL", c.InventoryInterval < 0 || c.InventoryInterval > 0 && c.InventoryInterval < time.Second,
-			"must be 0 (no scans) or at least 1s: a scan of the whole store, and the lease it takes, are not for every few milliseconds"},
-		{"INVENTORY_READS_PER_SECOND", c.InventoryReadsPerSecond < 1, "must be at least 1"},
-		{"INVENTORY_MAX_SEGMENTS", c.InventoryMaxSegments < 0 || c.InventoryMaxSegments > 10000, "must be 0 to 10000"},
-	}
 }
 
 // defaultEnvironment names the one environment of BIGSEG_PREFIX.

@@ -42,11 +42,28 @@ func TestValidateNamesTheVariables(t *testing.T) {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"BIGSEG_CACHE_SIZE: must not be negative", "BIGSEG_MAX_CONNS: must be positive",
-		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set", "BIGSEG_INVENTORY_INTERVAL: must be 0 (no scans) or at least 1s",
+		"BIGSEG_LOG_LEVEL", "BIGSEG_REDIS_URL and BIGSEG_REDIS_CLUSTER_URL are set", "BIGSEG_INVENTORY_INTERVAL: must be 0 or at least 1s",
 		"BIGSEG_INVENTORY_READS_PER_SECOND: must be at least 1", "BIGSEG_INVENTORY_MAX_SEGMENTS: must be 0 to 10000"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// Settings that would break a promise: one read slot leaves single lookups none while a batch
+// holds it; a cache smaller than 2 an environment would be rounded up past its bound.
+func TestValidateSharedBounds(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]map[string]string{
+		"BIGSEG_STORE_READS_IN_FLIGHT: must be at least 2":        {"BIGSEG_STORE_READS_IN_FLIGHT": "1"},
+		"BIGSEG_CACHE_SIZE: 3 cannot be shared by 2 environments": {"BIGSEG_CACHE_SIZE": "3", "BIGSEG_ENVIRONMENTS": "a=pa,b=pb", "BIGSEG_REDIS_URL": "redis://127.0.0.1:6379"},
+	} {
+		if _, err := configOf(want); err == nil || !strings.Contains(err.Error(), env) {
+			t.Errorf("%v: %v, want %q", want, err, env)
+		}
+	}
+	if _, err := configOf(map[string]string{"BIGSEG_CACHE_SIZE": "4", "BIGSEG_ENVIRONMENTS": "a=pa,b=pb", "BIGSEG_REDIS_URL": "redis://127.0.0.1:6379"}); err != nil {
+		t.Errorf("2 each: %v", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bigseg/bigseg/internal/limit"
 )
 
 // brokenListener is a listener whose Accept fails for good once asked: a socket the kernel
@@ -53,22 +55,13 @@ func TestListenerFailureEndsTheProgram(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.close()
-			var broken *brokenListener
-			switch which {
-			case "API":
-				broken = &brokenListener{Listener: a.ln.Listener, closed: make(chan struct{})}
-				a.ln.Listener = broken // beneath the connection limit
-			case "Redis-protocol":
-				broken = &brokenListener{Listener: a.resp.ln, closed: make(chan struct{})}
-				a.resp.ln = broken
-			default:
-				broken = &brokenListener{Listener: a.ops.ln, closed: make(chan struct{})}
-				a.ops.ln = broken
-			}
-			if broken == nil {
+			ln := map[string]*limit.Listener{"API": a.ln, "Redis-protocol": a.respLn, "metrics": a.opsLn}[which]
+			if ln == nil {
 				t.Fatalf("no %s listener", which)
 			}
-			api, respAddr := "http://"+a.ln.Addr().String(), a.resp.ln.Addr().String()
+			broken := &brokenListener{Listener: ln.Listener, closed: make(chan struct{})}
+			ln.Listener = broken // beneath the connection limit
+			api, respAddr := "http://"+a.ln.Addr().String(), a.respLn.Addr().String()
 			done := make(chan error, 1)
 			go func() { done <- a.run(context.Background(), make(chan os.Signal)) }()
 			select {

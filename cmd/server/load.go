@@ -25,35 +25,29 @@ func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writ
 		return err
 	}
 	report := fixture.Report{W: stderr, Now: now, Unit: "sets", DryRun: opts.DryRun}
-	verb, into := "loading", "into"
-	if opts.DryRun {
-		verb, into = "dry run: comparing", "with"
-	}
-	open := func(f *fixture.Fixture) (fixture.Loader, func(), error) {
+	open := func() (fixture.Loader, string, func(), error) {
 		ro, err := cfg.redisOptions()
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
 		client, err := redis.NewClient(ro)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		fmt.Fprintf(stderr, "%s %d contexts from %s %s %s Redis %v under prefix %q\n",
-			verb, len(f.Contexts), file, into, ro.Topology(), ro.Addrs(), prefix)
-		return redis.New(client, prefix), func() { client.Close() }, nil
+		where := fmt.Sprintf("%s Redis %v under prefix %q", ro.Topology(), ro.Addrs(), prefix)
+		return redis.New(client, prefix), where, func() { client.Close() }, nil
 	}
 	switch {
 	case cfg.hasDynamoDB():
 		report.Unit = "items"
-		open = func(f *fixture.Fixture) (fixture.Loader, func(), error) {
+		open = func() (fixture.Loader, string, func(), error) {
 			// Throttling is retried longer than lookups do: a bulk write should slow down, not fail.
 			client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{MaxAttempts: 10, MaxBackoff: 2 * time.Second})
 			if err != nil {
-				return nil, nil, err
+				return nil, "", nil, err
 			}
-			fmt.Fprintf(stderr, "%s %d contexts from %s %s DynamoDB table %s (region %s) under prefix %q\n",
-				verb, len(f.Contexts), file, into, cfg.DynamoDBTable, client.Region(), prefix)
-			return dynamodb.New(client, cfg.DynamoDBTable, prefix), client.Close, nil
+			where := fmt.Sprintf("DynamoDB table %s (region %s) under prefix %q", cfg.DynamoDBTable, client.Region(), prefix)
+			return dynamodb.New(client, cfg.DynamoDBTable, prefix), where, client.Close, nil
 		}
 	case !cfg.hasRedis():
 		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL or BIGSEG_DYNAMODB_TABLE")

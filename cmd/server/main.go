@@ -1,14 +1,7 @@
 // Command server is bigseg: an HTTP service that answers which Big Segments a context is a
 // member of, from Redis or DynamoDB data in the LaunchDarkly layout or from an embedded store.
-//
-//	server                      serve (configured by BIGSEG_* environment variables)
-//	server -h                   list every variable with its default
-//	server -version             print the version
-//	server load [--replace] F   write fixture file F into the configured Redis or DynamoDB table
-//	                            (--dry-run: say what it would change, and change nothing)
-//	server inventory            count each segment's contexts in the store, once
-//	                            (--environment NAME: one environment; --json: as JSON)
-//	server healthcheck          exit 0 if the local server answers /livez
+// Its commands (serve, load, inventory, healthcheck) and its BIGSEG_* settings are what
+// server -h prints (usage) and docs/configuration.md lists.
 package main
 
 import (
@@ -30,12 +23,8 @@ import (
 )
 
 // gcBallast counts as live heap to the collector, so that (at GOGC=100) 8 MiB more may be
-// allocated between two cycles, at no cost to their marking, which skips bytes. At the small
-// heaps of a cache of a few thousand contexts this spaces the cycles as they were before the
-// AWS SDK's and OpenTelemetry's package variables (1.9 MB) came to be marked at each one.
-// Never written, it takes no RSS itself, though up to 8 MiB more garbage may wait between
-// cycles. Not made when GOGC or GOMEMLIMIT is set: Go's own settings then hold.
-// BENCHMARKS.md has its measured effect.
+// allocated between two cycles; never written, it takes no RSS. Not made when GOGC or
+// GOMEMLIMIT is set. docs/configuration.md says why, BENCHMARKS.md what it measured.
 var gcBallast []byte
 
 func main() {
@@ -82,22 +71,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil && !(cmd != "" && slices.ContainsFunc(args[2:], isHelp)) { // a command's -h needs no settings
 		return err
 	}
-	level, _ := parseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(signals)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	if cmd == "" {
+		if err := needStore(cfg); err != nil {
+			return err
+		}
+		level, _ := parseLevel(cfg.LogLevel)
+		signals := make(chan os.Signal, 2)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		defer signal.Stop(signals)
+		return serve(ctx, signals, cfg, slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP) // the first signal ends a command
+	defer stop()
 	switch cmd {
 	case "load":
-		go func() {
-			select {
-			case <-signals: // the first signal ends the load
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		err = load(ctx, args[2:], cfg, stdout, stderr, time.Now)
 	case "healthcheck": // needs no store
 		err = runHealthcheck(ctx, args[2:], cfg, stdout, stderr)
@@ -105,11 +92,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err = needStore(cfg); err == nil {
 			err = runInventory(ctx, args[2:], cfg, stdout, stderr)
 		}
-	default:
-		if err := needStore(cfg); err != nil {
-			return err
-		}
-		return serve(ctx, signals, cfg, log)
 	}
 	if errors.Is(err, flag.ErrHelp) { // asked for, and printed: not a failure
 		return nil

@@ -17,6 +17,7 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bigseg/bigseg/internal/settings"
 	"github.com/bigseg/bigseg/internal/telemetry"
 )
 
@@ -115,8 +116,8 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 	if doc != want {
 		t.Error("docs/configuration.md's table is not what server -h prints: run go test ./cmd/server -run TestConfigurationDocListsEverySetting -update")
 	}
-	if n := strings.Count(want[i:], "\n| `BIGSEG_"); n != len(variables()) {
-		t.Errorf("the table has %d settings, the server %d", n, len(variables()))
+	if n := strings.Count(want[i:], "\n| `BIGSEG_"); n != len(settings.Names(varPrefix, &config{})) {
+		t.Errorf("the table has %d settings, the server %d", n, len(settings.Names(varPrefix, &config{})))
 	}
 	if n := strings.Count(want, "\n| `OTEL_"); n != len(telemetry.Variables()) {
 		t.Errorf("the table has %d OTEL_* variables, the server %d", n, len(telemetry.Variables()))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,7 +29,6 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/redis"
 )
 
 // serve runs the service until ctx ends or a signal asks it to stop (see app.run).
@@ -45,32 +43,23 @@ func serve(ctx context.Context, signals <-chan os.Signal, cfg config, log *slog.
 
 // app is the service's parts, built by newApp; it owns every resource they hold.
 type app struct {
-	cfg    config
-	log    *slog.Logger
-	store  openedStore
-	svc    *segments.Service
-	srv    *http.Server
-	ln     *limit.Listener
-	resp   *listener            // the Redis-protocol listener, when configured
-	ops    *listener            // the operators' listener (metrics, probes, pprof), when configured
-	certs  *auth.Certificates   // the listeners' TLS files, when configured
-	tokens *auth.Tokens         // the bearer tokens accepted, if any
-	tel    *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
-	inv    *inventory.Loop      // the store inventory's scans
-	stop   chan struct{}        // closed when the server shuts down: status streams end
+	cfg               config
+	log               *slog.Logger
+	store             openedStore
+	svc               *segments.Service
+	srv               *http.Server         // the API's
+	ops               *http.Server         // the operators' listener's (metrics, probes, pprof), when configured
+	resp              *resp.Server         // the Redis-protocol listener's, when configured
+	ln, opsLn, respLn *limit.Listener      // their listeners, each under its connection limit
+	certs             *auth.Certificates   // the listeners' TLS files, when configured
+	tokens            *auth.Tokens         // the bearer tokens accepted, if any
+	tel               *telemetry.Telemetry // OpenTelemetry, as the OTEL_* variables set it up
+	inv               *inventory.Loop      // the store inventory's scans
+	stop              chan struct{}        // closed when the server shuts down: status streams end
 }
 
-// listener is a listener beside the API's, and what serves it: an HTTP server or the
-// Redis-protocol one.
-type listener struct {
-	name string
-	ln   net.Listener
-	http *http.Server
-	resp *resp.Server
-}
-
-// newApp opens the store and the listeners and wires the service, its metrics and its HTTP
-// API. Nothing runs yet.
+// newApp opens the store and the listeners and wires the service, its metrics and its
+// servers. Nothing runs yet.
 func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, stop: make(chan struct{})}
 	defer func() {
@@ -109,30 +98,70 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
-		MaxRequestsInFlight: 4}) // each scrape renders every metric: beyond 4 at once, 503
-	if err := a.listen(m, metricsHandler); err != nil {
+	if err := a.listen(); err != nil {
 		return nil, err
 	}
-	a.srv = a.apiServer(m, metricsHandler)
-	a.srv.RegisterOnShutdown(func() { close(a.stop) })
+	a.servers(m, reg, handlers.Scope(names...))
 	return a, nil
+}
+
+// sideConns bounds the connections of the operators' listener: scrapers, probes and
+// profilers need few.
+const sideConns = 64
+
+// listen opens the API's listener, and the operators' and the Redis-protocol one when
+// configured, each under a connection limit of its own.
+func (a *app) listen() error {
+	for _, l := range []struct {
+		ln         **limit.Listener
+		name, addr string
+		max        int
+	}{
+		{&a.ln, "API", a.cfg.Addr, a.cfg.MaxConns},
+		{&a.opsLn, "metrics", a.cfg.MetricsAddr, sideConns},
+		{&a.respLn, "Redis-protocol", a.cfg.RESPAddr, a.cfg.RESPMaxConns},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return fmt.Errorf("%s listener: %w", l.name, err)
+		}
+		*l.ln = limit.NewListener(ln, l.max)
+	}
+	return nil
+}
+
+// servers makes what serves each listener: the HTTP API, the operators' HTTP server and the
+// Redis-protocol one, both of these only for their listener; scope is the environment a
+// request is about, for the token check.
+func (a *app) servers(m *metrics.Metrics, reg *prometheus.Registry, scope func(*http.Request) string) {
+	m.WatchConnections(a.ln.Open)
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelError),
+		MaxRequestsInFlight: 4}) // each scrape renders every metric: beyond 4 at once, 503
+	if a.opsLn != nil {
+		a.ops = a.opsServer(metricsHandler)
+		metricsHandler = nil // served on the operators' listener only
+	}
+	a.srv = a.apiServer(m, metricsHandler, scope)
+	a.srv.RegisterOnShutdown(func() { close(a.stop) })
+	if a.respLn != nil {
+		a.resp = resp.New(resp.Config{
+			Version: version(), Log: a.log, Tokens: a.tokens, Listener: a.respLn, TLSConfig: a.certs.ServerConfig(),
+			IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
+			Observe: m.RESP(resp.Commands(), a.respLn.Open), TracerProvider: a.tel.TracerProvider,
+		}, a.svc.Environments()...)
+	}
 }
 
 // apiServer is the HTTP API's server, with the defences where they belong: on each kind of
 // route, the token check first (strangers use no capacity), then a batch's body read within
 // the memory budget; a stream's own slots.
-func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler) *http.Server {
-	if a.cfg.MetricsAddr != "" {
-		metricsHandler = nil // served on the operators' listener only
-	}
-	var names []string
-	for _, e := range a.svc.Environments() {
-		names = append(names, e.Name)
-	}
-	tokens := a.tokens.Require(handlers.Error, handlers.Scope(names...))
+func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, scope func(*http.Request) string) *http.Server {
+	tokens := a.tokens.Require(handlers.Error, scope)
 	bodies := limit.NewBodies(a.cfg.BodyMemoryBytes).Limit(a.cfg.MaxBodyBytes, a.cfg.BodyReadTimeout, handlers.BatchUses(a.cfg.MaxBatch), handlers.Error)
-	srv := &http.Server{
+	return &http.Server{
 		Handler: handlers.New(handlers.Config{
 			Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 			MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
@@ -144,8 +173,25 @@ func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler) *http.S
 		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout, ReadTimeout: a.cfg.ReadTimeout, WriteTimeout: a.cfg.WriteTimeout,
 		IdleTimeout: a.cfg.IdleTimeout, MaxHeaderBytes: a.cfg.MaxHeaderBytes, Protocols: http1Only(),
 		ConnState: a.ln.ConnState, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		TLSConfig: a.certs.ServerConfig(),
 	}
-	if a.certs != nil {
+}
+
+// opsServer is the operators' listener's server: /metrics, the probes and Go's /debug/pprof.
+// It answers little and to few (sideConns), with short timeouts, but for writes as long as a
+// profile (pprof's default 30 s).
+func (a *app) opsServer(metricsHandler http.Handler) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
+	srv := &http.Server{Handler: mux,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: a.opsLn.ConnState, Protocols: http1Only(),
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
+	if a.cfg.MetricsTLS {
 		srv.TLSConfig = a.certs.ServerConfig()
 	}
 	return srv
@@ -153,13 +199,7 @@ func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler) *http.S
 
 // service makes the service of every environment, each over its store.
 func (a *app) service(m *metrics.Metrics) (err error) {
-	envs := a.store.envs
-	for i := range envs {
-		if envs[i].Prefix == "" { // DynamoDB's default: served on the Redis-protocol listener as the SDKs' default
-			envs[i].Prefix = redis.DefaultPrefix
-		}
-	}
-	a.svc, err = segments.New(envs, segments.Config{
+	a.svc, err = segments.New(a.store.envs, segments.Config{
 		CacheSize:          a.cfg.CacheSize,
 		CacheTTL:           a.cfg.CacheTTL,
 		NoCache:            a.cfg.CacheSize == 0 || a.cfg.CacheTTL == 0,
@@ -184,68 +224,6 @@ func http1Only() *http.Protocols {
 	return &p
 }
 
-// listen opens the API's listener, the operators' and the Redis-protocol one, each under a
-// connection limit of its own.
-func (a *app) listen(m *metrics.Metrics, metricsHandler http.Handler) error {
-	ln, err := net.Listen("tcp", a.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	a.ln = limit.NewListener(ln, a.cfg.MaxConns)
-	m.WatchConnections(a.ln.Open)
-	if a.cfg.MetricsAddr != "" {
-		if err := a.listenOps(metricsHandler); err != nil {
-			return err
-		}
-	}
-	if a.cfg.RESPAddr == "" {
-		return nil
-	}
-	raw, err := net.Listen("tcp", a.cfg.RESPAddr)
-	if err != nil {
-		return fmt.Errorf("Redis-protocol listener: %w", err)
-	}
-	limited := limit.NewListener(raw, a.cfg.RESPMaxConns)
-	a.resp = &listener{name: "Redis-protocol", ln: limited, resp: resp.New(resp.Config{
-		Version: version(), Log: a.log, Tokens: a.tokens, Listener: limited,
-		IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
-		Observe: m.RESP(resp.Commands(), limited.Open), TracerProvider: a.tel.TracerProvider,
-	}, a.svc.Environments()...)}
-	if a.cfg.RESPTLS {
-		a.resp.ln = tls.NewListener(limited, a.certs.ServerConfig())
-	}
-	return nil
-}
-
-// sideConns bounds the connections of the operators' listener: scrapers, probes and
-// profilers need few.
-const sideConns = 64
-
-// listenOps opens the operators' listener: /metrics, the probes and Go's /debug/pprof. It
-// answers little and to few (sideConns), with short timeouts, but for writes as long as a
-// profile (pprof's default 30 s).
-func (a *app) listenOps(metricsHandler http.Handler) error {
-	ln, err := net.Listen("tcp", a.cfg.MetricsAddr)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
-	limited := limit.NewListener(ln, sideConns)
-	a.ops = &listener{name: "metrics", ln: limited, http: &http.Server{Handler: mux,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: limited.ConnState, Protocols: http1Only(),
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}}
-	if a.cfg.MetricsTLS {
-		a.ops.http.TLSConfig = a.certs.ServerConfig()
-	}
-	return nil
-}
-
 // run serves until ctx ends or SIGTERM or SIGINT arrives, then shuts down; SIGHUP reloads
 // the API tokens, the TLS files and the embedded store. The listeners live and die together:
 // the first to fail ends run, which shuts the others down and returns its error. The status
@@ -261,16 +239,16 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	group.Go(func() error { return a.inv.Run(loopCtx) })
 	group.Go(func() error { return shutdown.Serve("API", a.srv, a.ln) })
 	if a.ops != nil {
-		group.Go(func() error { return shutdown.Serve(a.ops.name, a.ops.http, a.ops.ln) })
-		a.log.Info("side listener", "for", a.ops.name, "addr", a.ops.ln.Addr().String(), "tls", a.cfg.MetricsTLS)
+		group.Go(func() error { return shutdown.Serve("metrics", a.ops, a.opsLn) })
+		a.log.Info("side listener", "for", "metrics", "addr", a.opsLn.Addr().String(), "tls", a.cfg.MetricsTLS)
 	}
 	var prefixes []string
 	for _, e := range a.svc.Environments() {
 		prefixes = append(prefixes, e.Prefix)
 	}
 	if a.resp != nil {
-		group.Go(func() error { return shutdown.Served(a.resp.name, a.resp.resp.Serve(a.resp.ln)) })
-		a.log.Info("Redis-protocol listener", "addr", a.resp.ln.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
+		group.Go(func() error { return shutdown.Served("Redis-protocol", a.resp.Serve(a.respLn)) })
+		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
 		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
@@ -318,7 +296,7 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	var respErr error
 	var wg sync.WaitGroup
 	if a.resp != nil {
-		wg.Go(func() { respErr = a.resp.resp.Shutdown(ctx) })
+		wg.Go(func() { respErr = a.resp.Shutdown(ctx) })
 	}
 	err := a.srv.Shutdown(ctx)
 	if err != nil {
@@ -331,7 +309,7 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 		a.log.Warn("OpenTelemetry: not everything was exported by the shutdown timeout", "err", telErr.Error())
 	}
 	if a.ops != nil { // the probes and metrics answer until the drain is over
-		a.ops.http.Close()
+		a.ops.Close()
 	}
 	if respErr != nil {
 		a.log.Warn("Redis-protocol listener: connections cut at the shutdown timeout", "err", respErr.Error())
@@ -345,16 +323,13 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 // close releases what newApp opened and run did not (run closes every listener it served):
 // the listeners, if run never ran, and the store (the Redis client).
 func (a *app) close() {
-	for _, l := range []*listener{a.ops, a.resp} {
-		if l != nil && l.resp != nil {
-			l.resp.Close()
-		}
-		if l != nil {
-			l.ln.Close()
-		}
+	if a.resp != nil {
+		a.resp.Close()
 	}
-	if a.ln != nil {
-		a.ln.Close()
+	for _, ln := range []*limit.Listener{a.opsLn, a.respLn, a.ln} {
+		if ln != nil {
+			ln.Close()
+		}
 	}
 	if a.store.close != nil {
 		a.store.close()

@@ -21,6 +21,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/internal/settings"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -372,7 +373,7 @@ func TestRemovedSettingsSayWhatReplacesThem(t *testing.T) {
 		}
 	}
 	for name := range removed {
-		if slices.Contains(variables(), varPrefix+"_"+name) {
+		if slices.Contains(settings.Names(varPrefix, &config{}), varPrefix+"_"+name) {
 			t.Errorf("%s is both a setting and removed", name)
 		}
 	}

@@ -55,8 +55,11 @@ func NewCertificates(certFile, keyFile, clientCAFile string, protos []string, lo
 }
 
 // ServerConfig is a listener's TLS configuration: TLS 1.2 at least, and per handshake the
-// current certificate (and client CA).
+// current certificate (and client CA). On a nil Certificates (no TLS) it is nil.
 func (c *Certificates) ServerConfig() *tls.Config {
+	if c == nil {
+		return nil
+	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: c.configForClient}
 }
 

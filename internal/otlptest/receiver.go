@@ -4,11 +4,11 @@
 // collector does (answer unavailable, hang, be slow, answer garbage), so that tests see what a
 // program really sends and what it does when its collector fails.
 //
-// A Receiver runs in the test's process; Main runs one as a program (cmd/otlpreceiver, or a
-// test binary re-executed), writing every Record as a JSON line, and StartProcess runs such a
-// program and reads its lines back into a Received, so that a test can run the receiver as a
-// process of its own: what the program under test sends then crosses a real socket to a real
-// process, and a hanging receiver holds nothing of the test.
+// A Receiver runs in the test's process; Main runs one as a program (a test binary
+// re-executed, or bench/otlpreceiver), writing every Record as a JSON line, and StartProcess
+// runs such a program and reads its lines back into a Received, so that a test can run the
+// receiver as a process of its own: what the program under test sends then crosses a real
+// socket to a real process, and a hanging receiver holds nothing of the test.
 package otlptest
 
 import (

@@ -243,3 +243,101 @@ func (c *Cluster) Client(t testing.TB) *goredis.ClusterClient {
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }
+
+// Replace moves master's slots to a new node, as a master's restart on Kubernetes moves them
+// to a new address: it starts a node, adds it as master's replica (redis-cli --cluster
+// add-node), waits until the replica is in sync, makes it master (CLUSTER FAILOVER) and waits
+// until every running node sees it so. The old master is then a replica; Remove takes it out.
+func (c *Cluster) Replace(t testing.TB, master *Server) *Server {
+	t.Helper()
+	id, err := master.Client().ClusterMyID(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no")
+	c.redisCLI(t, "--cluster", "add-node", node.Addr(), master.Addr(), "--cluster-slave", "--cluster-master-id", id)
+	c.Nodes = append(c.Nodes, node)
+	nc := node.Client()
+	c.waitFor(t, "the new node in sync with "+master.Addr(), func() bool {
+		info, err := nc.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0")
+	})
+	if err := nc.ClusterFailover(context.Background()).Err(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER on %s: %v", node.Addr(), err)
+	}
+	c.waitFor(t, node.Addr()+" master in every node's view", func() bool {
+		addrs := c.masterAddrs()
+		return slices.Contains(addrs, node.Addr()) && !slices.Contains(addrs, master.Addr())
+	})
+	c.WaitOK(t)
+	return node
+}
+
+// Remove takes node out of the cluster (redis-cli --cluster del-node: the others forget it)
+// and stops it.
+func (c *Cluster) Remove(t testing.TB, node *Server) {
+	t.Helper()
+	id, err := node.Client().ClusterMyID(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other *Server
+	for _, n := range c.running() {
+		if n != node {
+			other = n
+			break
+		}
+	}
+	c.redisCLI(t, "--cluster", "del-node", other.Addr(), id)
+	node.Stop()
+	c.WaitOK(t)
+}
+
+// redisCLI runs redis-cli with args, within 30 s.
+func (c *Cluster) redisCLI(t testing.TB, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// waitFor polls cond until it holds, for 30 s at most.
+func (c *Cluster) waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+// masterAddrs are the addresses of the masters serving slots, as every running node sees
+// them (nil while the nodes disagree).
+func (c *Cluster) masterAddrs() []string {
+	var agreed []string
+	for i, n := range c.running() {
+		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+		slots, err := cl.ClusterSlots(context.Background()).Result()
+		cl.Close()
+		if err != nil {
+			return nil
+		}
+		var addrs []string
+		for _, s := range slots {
+			if len(s.Nodes) > 0 && !slices.Contains(addrs, s.Nodes[0].Addr) {
+				addrs = append(addrs, s.Nodes[0].Addr)
+			}
+		}
+		slices.Sort(addrs)
+		if i > 0 && !slices.Equal(addrs, agreed) {
+			return nil
+		}
+		agreed = addrs
+	}
+	return agreed
+}

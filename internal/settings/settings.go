@@ -2,15 +2,17 @@
 // fields carry envconfig's tags (`envconfig:"NAME" desc:"..."`; a field without one is no
 // setting), through a getenv function rather than the process's environment, so that a
 // program can run several times in one process, each with its own. An empty variable counts as
-// unset. Usage prints envconfig's table of the variables with the struct's values as defaults,
-// and Unknown refuses variables that name no setting, so that a misspelt one is not silently
-// ignored.
+// unset. A numeric setting's bounds are a `range` tag in words ("positive", "at least 1"),
+// which Check enforces and Usage prints. Usage prints envconfig's table of the variables with
+// the struct's values as defaults, and Unknown refuses variables that name no setting, so that
+// a misspelt one is not silently ignored.
 package settings
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -24,8 +26,8 @@ import (
 
 // Read sets each setting of spec (a pointer to a struct) whose variable, prefix_NAME, getenv
 // gives: strings as they are, bools as strconv.ParseBool, integers as strconv.ParseInt (base
-// prefixes allowed), time.Duration as time.ParseDuration, []string comma-separated. Every
-// value that does not parse is an error that names its variable.
+// prefixes allowed), time.Duration as time.ParseDuration, []string comma-separated (each item
+// trimmed of white space). Every value that does not parse is an error that names its variable.
 func Read(getenv func(string) string, prefix string, spec any) error {
 	v := reflect.ValueOf(spec).Elem()
 	var errs []error
@@ -50,7 +52,11 @@ func set(f reflect.Value, s string) error {
 		f.SetInt(int64(d))
 		return err
 	case []string:
-		f.Set(reflect.ValueOf(strings.Split(s, ",")))
+		items := strings.Split(s, ",")
+		for i := range items {
+			items[i] = strings.TrimSpace(items[i])
+		}
+		f.Set(reflect.ValueOf(items))
 	case string:
 		f.SetString(s)
 	case bool:
@@ -63,6 +69,61 @@ func set(f reflect.Value, s string) error {
 		return err
 	}
 	return nil
+}
+
+// Check refuses the numeric settings of spec whose value is outside the range their `range`
+// tag states: "positive", "not negative", "at least V", "A to B" or "V", or several of them
+// joined by " or " (such as "0 or at least 1s"), each V in the setting's own syntax. Each
+// error names the variable, and says the range as the tag does.
+func Check(prefix string, spec any) []error {
+	v := reflect.ValueOf(spec).Elem()
+	var errs []error
+	for i := range v.NumField() {
+		tag := v.Type().Field(i).Tag
+		if r := tag.Get("range"); r != "" && !inRange(v.Field(i), r) {
+			must := "must be " + r
+			if rest, ok := strings.CutPrefix(r, "not "); ok {
+				must = "must not be " + rest
+			}
+			errs = append(errs, fmt.Errorf("%s_%s: %s", prefix, tag.Get("envconfig"), must))
+		}
+	}
+	return errs
+}
+
+// inRange says whether f (an integer or a duration) is in the range r, which a `range` tag
+// states; a malformed tag panics (the program's mistake, which its first test finds).
+func inRange(f reflect.Value, r string) bool {
+	bound := func(s string) int64 {
+		b := reflect.New(f.Type()).Elem()
+		if err := set(b, s); err != nil {
+			panic(fmt.Sprintf("settings: range %q: %v", r, err))
+		}
+		return b.Int()
+	}
+	n := f.Int()
+	for _, alt := range strings.Split(r, " or ") {
+		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+		from, to, isSpan := strings.Cut(alt, " to ")
+		atLeast, isMin := strings.CutPrefix(alt, "at least ")
+		switch {
+		case alt == "positive":
+			lo = 1
+		case alt == "not negative":
+			lo = 0
+		case isMin:
+			lo = bound(atLeast)
+		case isSpan:
+			lo, hi = bound(from), bound(to)
+		default:
+			lo = bound(alt)
+			hi = lo
+		}
+		if lo <= n && n <= hi {
+			return true
+		}
+	}
+	return false
 }
 
 // Names are the variables of spec's settings, in the struct's order.
@@ -82,11 +143,11 @@ const usageFormat = `This application is configured via the environment. The fol
 variables can be used:
 
 KEY	TYPE	DEFAULT	DESCRIPTION
-{{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}
+{{range .}}{{usage_key .}}	{{usage_type .}}	{{$v := printf "%v" .Field.Interface}}{{if ne $v "[]"}}{{$v}}{{end}}	{{usage_description .}}{{with .Tags.Get "range"}} ({{.}}){{end}}
 {{end}}`
 
 // Usage prints the table of spec's variables: name, type, default (spec's value) and
-// description.
+// description, with the range of those that have one.
 func Usage(w io.Writer, prefix string, spec any) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if err := envconfig.Usagef(prefix, spec, tw, usageFormat); err != nil {

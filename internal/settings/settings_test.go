@@ -2,6 +2,7 @@ package settings
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +13,9 @@ import (
 type spec struct {
 	Name    string        `envconfig:"NAME" desc:"a name"`
 	On      bool          `envconfig:"ON" desc:"a switch"`
-	N       int           `envconfig:"N" desc:"a count"`
+	N       int           `envconfig:"N" desc:"a count" range:"not negative"`
 	Big     int64         `envconfig:"BIG" desc:"a big count"`
-	Wait    time.Duration `envconfig:"WAIT" desc:"a duration"`
+	Wait    time.Duration `envconfig:"WAIT" desc:"a duration" range:"0 or at least 1s"`
 	List    []string      `envconfig:"LIST" desc:"a list"`
 	Derived int           `ignored:"true"`
 }
@@ -25,7 +26,7 @@ func TestRead(t *testing.T) {
 	s := spec{Name: "default", N: 7}
 	err := Read(env(map[string]string{"X_NAME": "n", "X_ON": "true", "X_N": "", "X_BIG": "0x10", "X_WAIT": "1m",
 		"X_LIST": "a, b", "X_DERIVED": "9"}), "X", &s)
-	want := spec{Name: "n", On: true, N: 7, Big: 16, Wait: time.Minute, List: []string{"a", " b"}}
+	want := spec{Name: "n", On: true, N: 7, Big: 16, Wait: time.Minute, List: []string{"a", "b"}}
 	if err != nil || !cmp.Equal(s, want) {
 		t.Errorf("Read: %v, %s", err, cmp.Diff(want, s))
 	}
@@ -33,6 +34,35 @@ func TestRead(t *testing.T) {
 	for _, w := range []string{`X_N="many": not a valid int`, `X_WAIT="soon": not a valid time.Duration`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("bad values: %v, want %q", err, w)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	for _, tt := range []struct {
+		s    spec
+		want []string
+	}{
+		{spec{N: 0, Wait: 0}, nil},
+		{spec{N: 3, Wait: time.Second}, nil},
+		{spec{N: -1, Wait: time.Millisecond}, []string{"X_N: must not be negative", "X_WAIT: must be 0 or at least 1s"}},
+	} {
+		var got []string
+		for _, err := range Check("X", &tt.s) {
+			got = append(got, err.Error())
+		}
+		if !cmp.Equal(got, tt.want) {
+			t.Errorf("Check(%+v): %s", tt.s, cmp.Diff(tt.want, got))
+		}
+	}
+	for r, want := range map[string][]bool{ // for -1, 0, 1, 5, 11
+		"positive": {false, false, true, true, true}, "at least 1": {false, false, true, true, true},
+		"0 to 10": {false, true, true, true, false}, "0 or at least 5": {false, true, false, true, true},
+	} {
+		for i, n := range []int{-1, 0, 1, 5, 11} {
+			if got := inRange(reflect.ValueOf(n), r); got != want[i] {
+				t.Errorf("inRange(%d, %q) = %v", n, r, got)
+			}
 		}
 	}
 }
@@ -58,7 +88,7 @@ func TestUsage(t *testing.T) {
 	if err := Usage(&b, "X", &spec{Wait: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if out := b.String(); !strings.Contains(out, "X_WAIT") || !strings.Contains(out, "1s") || strings.Contains(out, "DERIVED") {
+	if out := b.String(); !strings.Contains(out, "X_WAIT") || !strings.Contains(out, "a duration (0 or at least 1s)") || strings.Contains(out, "DERIVED") {
 		t.Errorf("usage:\n%s", out)
 	}
 	if got := Names("X", &spec{}); len(got) != 6 || got[0] != "X_NAME" {

@@ -172,7 +172,7 @@ func (s *Store) Memberships(ctx context.Context, hashes []string) []segments.Rea
 	for i, k := range keys {
 		g := got[k]
 		if g.err != nil {
-			reads[i].Err = fmt.Errorf("read membership: %w", g.err)
+			reads[i].Err = g.err // segments says "read membership"
 			continue
 		}
 		reads[i].Membership, reads[i].Err = parseMembership(g.attrs)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -16,6 +17,12 @@ import (
 // nodeRetryInterval is how long the commands of a cluster node found down fail at once before
 // one read (a probe) tries the node again.
 const nodeRetryInterval = time.Second
+
+// forgetDownAfter is how long past its retry time a master found down is remembered once the
+// slot map no longer has it: the nodes' views of the slot map differ for a while after a
+// failover, and a reload from a node that has not seen it yet could map slots to the dead
+// master again.
+const forgetDownAfter = time.Minute
 
 // ErrNodeUnreachable is the error of a read not sent because the cluster node serving its
 // keys was found down (it could not be reached, or stopped answering) just before.
@@ -47,17 +54,21 @@ var ErrNodeUnreachable = errors.New("the Redis Cluster node serving this context
 //     first pipeline it answers makes it up again;
 //   - a failure without a reply reloads the slot map (in the background: go-redis reloads
 //     lazily, one reload at a time). Once the reload maps the slots to a promoted replica, their
-//     keys no longer name the down master and are read at once.
+//     keys no longer name the down master and are read at once;
+//   - a master's state is forgotten once the slot map no longer has it (see prune): on
+//     Kubernetes a master's address changes at every restart or failover.
 type clusterNodes struct {
 	client *goredis.ClusterClient
 	budget time.Duration // how long one master's pipeline may take: the client's read timeout
 
 	mu    sync.Mutex
 	nodes map[string]*nodeState // by address
+	added bool                  // an address was added to nodes since the last prune
 }
 
 // nodeState is what reads have seen of one master.
 type nodeState struct {
+	key      string    // the first key read from it: if the slot map no longer has it there, it is gone
 	inflight int       // pipelines sent and not yet answered
 	progress time.Time // when it last answered, or was sent a pipeline while idle
 	down     bool
@@ -84,10 +95,10 @@ type nodeRead struct {
 
 // admit decides whether a read may send keys to the master at addr, now; each admitted
 // nodeRead must end with done.
-func (n *clusterNodes) admit(addr string, now time.Time) *nodeRead {
+func (n *clusterNodes) admit(addr, key string, now time.Time) *nodeRead {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	st := n.state(addr)
+	st := n.state(addr, key)
 	if !st.down && st.inflight > 0 && now.Sub(st.progress) >= n.budget {
 		st.record(unreachable, now)
 	}
@@ -142,38 +153,79 @@ func (st *nodeState) record(o outcome, now time.Time) {
 	}
 }
 
-// state is the node at addr's state, made on first use; n.mu must be held.
-func (n *clusterNodes) state(addr string) *nodeState {
+// state is the node at addr's state, made on first use (by a read of key); n.mu must be held.
+func (n *clusterNodes) state(addr, key string) *nodeState {
 	st := n.nodes[addr]
 	if st == nil {
-		st = &nodeState{}
+		st = &nodeState{key: key}
 		n.nodes[addr] = st
+		n.added = true
 	}
 	return st
 }
 
+// prune forgets the masters that the client's slot map no longer has (whose first key it maps
+// to another address), once an address was added (a new master, so perhaps one gone): nodes
+// then holds the current masters and those found down lately, not every address a master
+// ever had. It is called by the status poll, not by lookups.
+//
+// Forgetting a master that is up and has no pipeline in flight loses nothing: its next read
+// finds it as it would a new one. One whose first key's slot moved to another master (a
+// resharding) may be forgotten while it still serves others: that costs nothing either.
+func (n *clusterNodes) prune(ctx context.Context, now time.Time) {
+	n.mu.Lock()
+	if !n.added {
+		n.mu.Unlock()
+		return
+	}
+	n.added = false
+	keys := make(map[string]string, len(n.nodes))
+	for addr, st := range n.nodes {
+		keys[addr] = st.key
+	}
+	n.mu.Unlock()
+	gone := map[string]bool{}
+	for addr, key := range keys { // without n.mu: the slot map may have to be read
+		gone[addr] = n.nodeOf(ctx, key) != addr
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.forget(gone, now)
+}
+
+// forget deletes the state of every address in gone, unless a pipeline to it is in flight
+// (done needs its state) or it was found down lately; n.mu must be held.
+func (n *clusterNodes) forget(gone map[string]bool, now time.Time) {
+	maps.DeleteFunc(n.nodes, func(addr string, st *nodeState) bool {
+		downLately := st.down && now.Before(st.retryAt.Add(forgetDownAfter))
+		return gone[addr] && st.inflight == 0 && !downLately
+	})
+}
+
 // observe records what the commands of a pipeline sent across nodes (the status poll's) tell
 // of each node, without admission: the poll always reads, so it also sees a node come back.
+// Then it prunes the masters gone.
 func (n *clusterNodes) observe(ctx context.Context, cmds []goredis.Cmder) {
 	if n == nil {
 		return
 	}
-	by := map[string]outcome{}
+	by, keys := map[string]outcome{}, map[string]string{}
 	for _, c := range cmds {
 		key, _ := c.Args()[1].(string)
 		addr := n.nodeOf(ctx, key)
-		by[addr] = max(by[addr], outcomeOf(c.Err()))
+		by[addr], keys[addr] = max(by[addr], outcomeOf(c.Err())), key
 	}
 	now, reload := time.Now(), false
 	n.mu.Lock()
 	for addr, o := range by {
-		n.state(addr).record(o, now)
+		n.state(addr, keys[addr]).record(o, now)
 		reload = reload || o == unreachable
 	}
 	n.mu.Unlock()
 	if reload {
 		n.client.ReloadState(ctx)
 	}
+	n.prune(ctx, now)
 }
 
 // nodeOf is the address of the master serving key's slot, as the client's slot map has it.
@@ -224,7 +276,7 @@ func (s *Store) clusterMemberships(ctx context.Context, hashes []string) []segme
 				addr = node.Options().Addr
 			}
 			if gs[k] = groups[addr]; gs[k] == nil {
-				gs[k] = n.admit(addr, now)
+				gs[k] = n.admit(addr, key, now)
 				gs[k].node = node
 				groups[addr] = gs[k]
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -396,5 +397,53 @@ func TestClusterDeadMasterIsNotAskedAgainAtOnce(t *testing.T) {
 		case round == 1 && sent.Load() != before:
 			t.Errorf("the read right after the dead master failed sent it %d pipelines", sent.Load()-before)
 		}
+	}
+}
+
+// TestClusterForgetsMastersGone replaces each master of a cluster in turn by a node on a new
+// address, as a restart or failover does on Kubernetes, and checks that the store keeps the
+// state of the current masters only: an address that no longer serves slots is forgotten at
+// the next status poll, so what is kept does not grow with every address a master ever had.
+func TestClusterForgetsMastersGone(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	contexts, hashes, want := contextsOf(300)
+	store := redis.New(client, "launchdarkly")
+	ctx := context.Background()
+	if _, err := store.Load(ctx, contexts, fixture.LoadOptions{SynchronizedOn: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	masterAddrs := func() []string {
+		var addrs []string
+		for _, m := range cluster.Masters(t) {
+			addrs = append(addrs, m.Addr())
+		}
+		return slices.Sorted(slices.Values(addrs))
+	}
+	for round, old := range cluster.Masters(t) {
+		node := cluster.Replace(t, old)
+		// Read until the client's slot map sends the new master its keys (the old one answers
+		// MOVED, which has the slot map reloaded).
+		deadline := time.Now().Add(30 * time.Second)
+		for !slices.Contains(store.ClusterAddrs(), node.Addr()) {
+			if failed := check(t, store, hashes, want); failed > 0 {
+				t.Fatalf("round %d: %d failed reads", round, failed)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the store never read from the new master %s: it knows %v", round, node.Addr(), store.ClusterAddrs())
+			}
+			time.Sleep(20 * time.Millisecond) // polling a condition
+		}
+		cluster.Remove(t, old)
+		if _, err := store.Metadata(ctx); err != nil { // the status poll, which prunes
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if got, want := store.ClusterAddrs(), masterAddrs(); !slices.Equal(got, want) {
+			t.Errorf("round %d, after %s replaced %s: the store keeps the state of %v, want the masters %v", round, node.Addr(), old.Addr(), got, want)
+		}
+	}
+	if failed := check(t, store, hashes, want); failed > 0 {
+		t.Fatalf("%d failed reads after the masters were replaced", failed)
 	}
 }

@@ -86,7 +86,7 @@ func (rep report) print(w io.Writer) {
 	fmt.Fprintf(w, "## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "Machine: %s, %d CPUs, %s; load average %s before the run, %s after (the machine is shared). Redis (private) and bigseg pinned to CPU %d; the benchmark process (the SDK client and %d evaluating goroutines) to CPU %s, GOMAXPROCS %d. ",
 		host, onlineCPUs(), runtime.Version(), rep.loadBefore, loadAverage(), c.serverCPU, c.concurrency, rep.affinity, rep.gomaxprocs)
-	fmt.Fprintf(w, "Command: `bench/run%s`. %d contexts in Redis, evaluated in a Zipf(s=%.2g) draw over them; each system measured %d times for %v after a %v warm-up with a new SDK client, alternating (every other round in reverse order); rates are medians over the rounds, ratios medians of the rounds' ratios, CPU times and latencies over all rounds. Took %v.\n\n",
+	fmt.Fprintf(w, "Command: `bench/ldbigseg/run%s`. %d contexts in Redis, evaluated in a Zipf(s=%.2g) draw over them; each system measured %d times for %v after a %v warm-up with a new SDK client, alternating (every other round in reverse order); rates are medians over the rounds, ratios medians of the rounds' ratios, CPU times and latencies over all rounds. Took %v.\n\n",
 		shownArgs(), c.contexts, c.zipf, c.rounds, c.duration, c.warmup, rep.took.Round(time.Second))
 	for _, sec := range rep.sections {
 		var base reportRow
@@ -150,7 +150,7 @@ func micros(d time.Duration) string {
 	}
 }
 
-// shownArgs is the command line as bench/run took it (without the -server it adds).
+// shownArgs is the command line as bench/ldbigseg/run took it (without the -server it adds).
 func shownArgs() string {
 	var out []string
 	args := os.Args[1:]

@@ -1,9 +1,10 @@
-// Command bench measures LaunchDarkly Go SDK evaluations per second of a flag with a Big
+// Command ldbigseg measures LaunchDarkly Go SDK evaluations per second of a flag with a Big
 // Segment rule, with the SDK reading Redis directly and with the SDK reading bigseg through
-// ldbigseg, side by side in one run: each system in turn, round after round, every other round
-// in reverse order. Run it with bench/run, which builds it and bigseg and pins it to CPU 1;
-// it pins its private Redis and the bigseg servers to CPU 0. It only uses loopback addresses
-// and stops by itself.
+// integrations/ldbigseg, side by side in one run: each system in turn, round after round, every
+// other round in reverse order. Run it with bench/ldbigseg/run, which builds it and bigseg and
+// pins it to CPU 1; it pins its private Redis and the bigseg servers to CPU 0. It only uses
+// loopback addresses and stops by itself. A module of its own (the LaunchDarkly SDK stays out
+// of bench's go.mod), with ldbigseg from this repository.
 package main
 
 import (
@@ -50,7 +51,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.server, "server", "", "the bigseg server binary (bench/run builds it)")
+	flag.StringVar(&c.server, "server", "", "the bigseg server binary (bench/ldbigseg/run builds it)")
 	flag.IntVar(&c.contexts, "contexts", 100_000, "contexts in Redis, and in the evaluated population")
 	flag.Float64Var(&c.zipf, "zipf", 1.1, "Zipf exponent of the population: how much the busiest contexts dominate")
 	flag.IntVar(&c.concurrency, "concurrency", 16, "goroutines evaluating")
@@ -61,7 +62,7 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	if c.server == "" {
-		fmt.Fprintln(os.Stderr, "bench: -server is required (use bench/run)")
+		fmt.Fprintln(os.Stderr, "bench: -server is required (use bench/ldbigseg/run)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
