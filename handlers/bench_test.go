@@ -44,7 +44,7 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 	f := &fixture.Fixture{Contexts: []fixture.Context{{Key: "alice", Hash: segments.Hash("alice"),
 		Included: []string{"beta-users.g3", "early-access.g2", "enterprise.g7"}, Excluded: []string{"blocked.g1"}}}}
 	svc := oneService(memory.New(f, time.Now))
-	h := New(Config{Observe: func(string, string, int, time.Duration) {}, Lookups: limit.NewShedder(1024, 250*time.Millisecond).Middleware(Error)}, svc) // as by default
+	h := New(Config{Observe: func(string, string, int, time.Duration) {}}, svc)
 	req := httptest.NewRequest(http.MethodGet, "/memberships/alice", nil)
 	w := &discard{h: http.Header{}}
 	h.ServeHTTP(w, req)

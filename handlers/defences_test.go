@@ -2,18 +2,15 @@ package handlers_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
-	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/fixture"
 )
@@ -76,67 +73,6 @@ func TestBearerTokens(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode == 401 {
 			t.Errorf("%s requires a token; it must stay open", path)
-		}
-	}
-}
-
-// blockingStore holds every membership read until release is closed, and counts readers
-// waiting in it.
-type blockingStore struct {
-	release chan struct{}
-	mu      sync.Mutex
-	inside  int
-}
-
-func (b *blockingStore) Memberships(ctx context.Context, hashes []string) []segments.Read {
-	b.mu.Lock()
-	b.inside++
-	b.mu.Unlock()
-	<-b.release
-	return make([]segments.Read, len(hashes))
-}
-
-func (b *blockingStore) Metadata(ctx context.Context) (segments.Metadata, error) {
-	return segments.Metadata{LastSynchronized: time.Now()}, nil
-}
-
-func TestLoadSheddingWaitRunsOut(t *testing.T) {
-	store := &blockingStore{release: make(chan struct{})}
-	svc := oneService(store, segments.Config{NoCache: true})
-	svc.Poll(context.Background())
-	srv := httptest.NewServer(handlers.New(handlers.Config{StoreName: "embedded", Lookups: limit.NewShedder(1, time.Millisecond).Middleware(handlers.Error)}, svc))
-	defer srv.Close()
-	defer close(store.release) // before srv.Close, which waits for the held request
-	go func() {
-		if resp, err := http.Get(srv.URL + "/memberships/held"); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		store.mu.Lock()
-		inside := store.inside
-		store.mu.Unlock()
-		if inside == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first lookup did not reach the store")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/memberships/waits", nil)
-	resp, body := apitest.Do(t, nil, req)
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "too many lookups") {
-		t.Errorf("a lookup whose wait ran out: %d %v %s, want a JSON 429 with Retry-After", resp.StatusCode, resp.Header, body)
-	}
-	// Operations and /segments (answered from memory) are never shed, even with every lookup
-	// slot taken.
-	for _, path := range []string{"/livez", "/healthz", "/readyz", "/status", "/segments"} {
-		if r, err := http.Get(srv.URL + path); err != nil || r.StatusCode != 200 {
-			t.Errorf("%s while lookups are shed: %v %v", path, r, err)
-		} else {
-			r.Body.Close()
 		}
 	}
 }

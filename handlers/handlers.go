@@ -1,7 +1,7 @@
 // Package handlers is bigseg's HTTP API: chi routes over the segments service. routes.go lists
 // every route, as api/openapi.yaml does (a test keeps them equal), and which kind each is:
 // a lookup, a batch, a view or a stream. The defences kept under hostile clients (tokens, body
-// memory, shedding, stream slots) are middleware chains in Config, one per kind, which
+// memory, stream slots) are middleware chains in Config, one per kind, which
 // cmd/server composes (from packages auth and limit): the handlers put each kind's chain on its
 // routes and never know which limits exist.
 package handlers

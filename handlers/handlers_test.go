@@ -63,8 +63,8 @@ func newTokens(tokens []string) *auth.Tokens {
 
 // defended is cfg with defences composed as cmd/server composes them: the check of tokens (if
 // not nil) on every route about the environments of names ("default", the one of oneService,
-// if none), and batch bodies read within the default memory budget. Shedding and stream slots
-// are left to the tests of them.
+// if none), and batch bodies read within the default memory budget. Stream slots are left to
+// the tests of them.
 func defended(cfg handlers.Config, tokens *auth.Tokens, names ...string) handlers.Config {
 	if len(names) == 0 {
 		names = []string{"default"}

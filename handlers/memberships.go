@@ -111,7 +111,7 @@ type batchRequest struct {
 }
 
 // postMemberships serves POST /memberships: many lookups, answered in request order (keys,
-// then hashes); its body is read and its lookup slot taken (guard) before it runs.
+// then hashes); its body is read (Config.Batches) before it runs.
 func (s *server) postMemberships() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		env, ok := s.environment(w, r)

@@ -11,7 +11,7 @@ func (s *server) routes(r chi.Router) {
 	r.Group(s.lookupRoutes("/environments/{env}"))
 	r.Get("/environments/{env}/status", s.getStatus())
 
-	// Operations: always open, never shed. GET routes answer HEAD too (see New).
+	// Operations: always open. GET routes answer HEAD too (see New).
 	r.Get("/status", s.getStatus())
 	s.opsRoutes(r)
 	r.Get("/openapi.yaml", s.openAPI())

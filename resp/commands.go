@@ -11,7 +11,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/bigseg/bigseg/internal/limit"
 	"github.com/bigseg/bigseg/segments"
 )
 
@@ -166,7 +165,7 @@ type lookup struct {
 
 // pairWindow is how soon after the answer to the SMEMBERS of one of a context's sets is written
 // that of the other must arrive to be answered from the same lookup. It is measured from the
-// write, not from the lookup: a lookup that takes longer (a slow store, a wait for a slot)
+// write, not from the lookup: a lookup that takes longer (a slow store, a wait for a read slot)
 // still answers the pair.
 const pairWindow = time.Second
 
@@ -197,13 +196,7 @@ func (s *Server) smembers(c *conn, args [][]byte) {
 			return
 		}
 		c.watch()
-		if !s.cfg.Shed.Admit(c.gone) {
-			c.unwatch()
-			c.out = redcon.AppendError(c.out, "BUSY "+limit.TooBusy)
-			return
-		}
 		a = env.LookupHash(c.ctx, hash)
-		s.cfg.Shed.Release()
 		c.unwatch()
 		c.last = lookup{env: env, hash: hash, kind: kind, answer: a}
 	}

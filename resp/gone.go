@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// watchEvery is how often a command that waits (for a lookup slot, for the store) looks at
+// watchEvery is how often a command that waits (for a store read slot, for the store) looks at
 // whether its client is still there.
 const watchEvery = 20 * time.Millisecond
 

@@ -2,8 +2,8 @@
 // SDK's own Redis Big Segment store makes (GET of the synchronization time, SMEMBERS of a
 // context's include and exclude sets) from the segments service, so that an SDK in any
 // language reads bigseg with no code of ours. It is a sibling of package handlers: it looks
-// contexts up in the segments.Environment of each key prefix, and takes its defences (the
-// same limit.Shedder as HTTP's among them) from packages auth and limit.
+// contexts up in the segments.Environment of each key prefix, and takes its defences from
+// packages auth and limit.
 // commands.go lists every command it answers; reader.go reads them, each within a bound of
 // 16 KiB whatever a client declares or sends; answers are sent every 32 KiB, a large one in
 // pieces as it is made, so that a connection holds a buffer of fixed size whatever it asks.
@@ -61,7 +61,6 @@ type Config struct {
 	Log     *slog.Logger // default: discarded
 
 	Tokens    *auth.Tokens    // with tokens enabled, AUTH with one is required, which must open the environment read
-	Shed      *limit.Shedder  // lookups take a slot, as HTTP's do
 	Listener  *limit.Listener // told when a connection is busy, to make room at its limit
 	TLSConfig *tls.Config     // with it, Serve serves TLS (rediss://), as http.Server's
 

@@ -7,6 +7,11 @@
 //	go build -o /tmp/server ./cmd/server
 //	go run ./bench/abandon -bin /tmp/server -scenario hangup
 //	go run ./bench/abandon -bin /tmp/server -scenario batches [BIGSEG_NAME=value ...]
+//	go run ./bench/abandon -bin /tmp/a -against /tmp/b -scenario overload -delay 1s
+//
+// The overload scenario (overload.go) is the measure of a defence against overload: two
+// binaries in alternating rounds, a well-behaved client's cached lookups and lookups of
+// another environment beside many clients asking the slow one (bench/defences/run shed).
 //
 // It needs a Redis (-redis, 127.0.0.1:6379 by default), where it writes only the metadata of
 // a prefix of its own, and imports nothing of bigseg, so that it can measure any tree's binary.
@@ -36,16 +41,25 @@ import (
 
 func main() {
 	bin := flag.String("bin", "", "bigseg server binary to measure")
+	against := flag.String("against", "", "overload: a second binary, measured in alternating rounds with -bin")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis to put the delay in front of")
-	delay := flag.Duration("delay", 300*time.Millisecond, "delay of every byte sent to Redis")
-	scenario := flag.String("scenario", "hangup", "hangup: 200 clients hang up after 50 ms; batches: 100 clients send waiting batches of 100")
-	duration := flag.Duration("duration", 10*time.Second, "how long the load runs")
+	delay := flag.Duration("delay", 300*time.Millisecond, "delay of every byte sent to Redis (overload: of the slow environment's reads)")
+	scenario := flag.String("scenario", "hangup", "hangup: 200 clients hang up after 50 ms; batches: 100 clients send waiting batches of 100; overload: see overload.go")
+	duration := flag.Duration("duration", 10*time.Second, "how long the load runs (overload: is measured)")
+	rounds := flag.Int("rounds", 4, "overload: rounds, each binary once a round")
+	clients := flag.Int("clients", 1500, "overload: clients of the load")
 	flag.Parse()
-	if *bin == "" || (*scenario != "hangup" && *scenario != "batches") {
+	if *bin == "" || (*scenario != "hangup" && *scenario != "batches" && *scenario != "overload") {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*bin, *redisAddr, *delay, *scenario, *duration); err != nil {
+	var err error
+	if *scenario == "overload" {
+		err = overload([]string{*bin, *against}, *redisAddr, *delay, *duration, *rounds, *clients)
+	} else {
+		err = run(*bin, *redisAddr, *delay, *scenario, *duration)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -55,11 +69,11 @@ func run(bin, redisAddr string, delay time.Duration, scenario string, duration t
 	if err := redisSet(redisAddr, prefix+":big_segments_synchronized_on", strconv.FormatInt(time.Now().UnixMilli(), 10)); err != nil {
 		return err
 	}
-	p, err := startProxy(redisAddr, delay)
+	p, err := startProxy(redisAddr, "", delay)
 	if err != nil {
 		return err
 	}
-	base, stop, err := startServer(bin, p.addr, prefix)
+	base, _, stop, err := startServer(bin, "BIGSEG_REDIS_URL=redis://"+p.addr, "BIGSEG_PREFIX="+prefix)
 	if err != nil {
 		return err
 	}
@@ -112,28 +126,33 @@ func run(bin, redisAddr string, delay time.Duration, scenario string, duration t
 	return nil
 }
 
-// startServer starts bin on a free port, reading Redis at redisAddr under prefix, and waits
-// until it is ready; stop kills it.
-func startServer(bin, redisAddr, prefix string) (base string, stop func(), err error) {
+// startServer starts bin on a free port with the settings env (NAME=value) and those given
+// on the command line, on -server-cpu if set, and waits until it is ready; stop kills it.
+func startServer(bin string, env ...string) (base string, pid int, stop func(), err error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "BIGSEG_ADDR="+addr, "BIGSEG_REDIS_URL=redis://"+redisAddr, "BIGSEG_PREFIX="+prefix, "BIGSEG_LOG_LEVEL=error")
-	cmd.Env = append(cmd.Env, flag.Args()...) // more settings, as NAME=value
+	if *serverCPU != "" {
+		cmd = exec.Command("taskset", "-c", *serverCPU, bin) // taskset execs bin: same process
+	}
+	cmd.Env = append(os.Environ(), "BIGSEG_ADDR="+addr, "BIGSEG_LOG_LEVEL=error")
+	cmd.Env = append(append(cmd.Env, env...), flag.Args()...) // more settings, as NAME=value
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop = func() { cmd.Process.Kill(); cmd.Wait() }
 	base = "http://" + addr
 	if err := waitReady(base); err != nil {
 		stop()
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	return base, stop, nil
+	return base, cmd.Process.Pid, stop, nil
 }
+
+var serverCPU = flag.String("server-cpu", "", "run the server under taskset -c on these CPUs")
 
 // lookup is GET /memberships/{key}: true if answered 200 with a healthy status.
 func lookup(ctx context.Context, client *http.Client, base, key string) bool {
@@ -220,18 +239,27 @@ func redisSet(addr, key, value string) error {
 }
 
 // proxy forwards connections to Redis, each chunk sent to it delay after it arrived (the
-// answers come back at once), and counts the SMEMBERS commands sent.
+// answers come back at once), or only the chunks that hold only, and counts the SMEMBERS
+// commands sent.
 type proxy struct {
 	addr            string
+	only            []byte
+	delay           atomic.Int64 // a time.Duration
+	close           func()       // stops accepting connections
 	smembers, conns atomic.Int64
 }
 
-func startProxy(target string, delay time.Duration) (*proxy, error) {
+func startProxy(target, only string, delay time.Duration) (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	p := &proxy{addr: ln.Addr().String()}
+	p.delay.Store(int64(delay))
+	if only != "" {
+		p.only = []byte(only)
+	}
+	p.close = func() { ln.Close() }
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -239,13 +267,13 @@ func startProxy(target string, delay time.Duration) (*proxy, error) {
 				return
 			}
 			p.conns.Add(1)
-			go p.serve(c, target, delay)
+			go p.serve(c, target)
 		}
 	}()
 	return p, nil
 }
 
-func (p *proxy) serve(c net.Conn, target string, delay time.Duration) {
+func (p *proxy) serve(c net.Conn, target string) {
 	defer c.Close()
 	r, err := net.Dial("tcp", target)
 	if err != nil {
@@ -273,6 +301,10 @@ func (p *proxy) serve(c net.Conn, target string, delay time.Duration) {
 		if n > 0 {
 			b := bytes.Clone(buf[:n])
 			p.smembers.Add(int64(bytes.Count(bytes.ToUpper(b), []byte("SMEMBERS"))))
+			delay := time.Duration(p.delay.Load())
+			if p.only != nil && !bytes.Contains(b, p.only) {
+				delay = 0 // still sent after the chunks before it
+			}
 			chunks <- chunk{b, time.Now().Add(delay)}
 		}
 		if err != nil {

@@ -58,7 +58,7 @@ type config struct {
 	APITokensFile             string        `envconfig:"API_TOKENS_FILE" desc:"file of bearer tokens, one per line (# comments and blank lines ignored); re-read when it changes, and on SIGHUP"`
 	MetricsAddr               string        `envconfig:"METRICS_ADDR" desc:"serve /metrics, the probes /livez, /healthz, /readyz and Go's /debug/pprof on this address too, such as :9090 (the operators' listener: keep it private); /metrics is then not on ADDR"`
 	MetricsTLS                bool          `envconfig:"METRICS_TLS" desc:"serve METRICS_ADDR with the TLS settings of ADDR (client certificates included); else plain HTTP"`
-	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; a quarter of them may run lookups at once (429 beyond), half hold /status/stream (503 beyond)" range:"positive"`
+	MaxConns                  int           `envconfig:"MAX_CONNS" desc:"most client connections open at once, on each listener; at the limit a silent, idle or stuck one is closed to make room; half of them may hold /status/stream (503 beyond)" range:"positive"`
 	WriteTimeout              time.Duration `envconfig:"WRITE_TIMEOUT" desc:"how long writing a response may take (status streams excepted); at shutdown, after SHUTDOWN_DELAY, in-flight requests get as long to finish" range:"positive"`
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
@@ -68,10 +68,10 @@ type config struct {
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)" range:"not negative"`
 
 	// Not settings: derived from them (derive), or constants.
-	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShedWait, ShutdownTimeout time.Duration `ignored:"true"`
-	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxInflight, MaxStreams                                      int           `ignored:"true"`
-	RESPTLS                                                                                                  bool          `ignored:"true"`
-	MaxBodyBytes, BodyMemoryBytes                                                                            int64         `ignored:"true"`
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShutdownTimeout time.Duration `ignored:"true"`
+	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxStreams                                         int           `ignored:"true"`
+	RESPTLS                                                                                        bool          `ignored:"true"`
+	MaxBodyBytes, BodyMemoryBytes                                                                  int64         `ignored:"true"`
 }
 
 // derive sets the limits that follow from the settings, each of which docs/configuration.md
@@ -82,10 +82,10 @@ func (c *config) derive() {
 	c.ReadTimeout = c.ReadHeaderTimeout + c.BodyReadTimeout + time.Second
 	c.RESPReadTimeout, c.RESPMaxConns = c.ReadHeaderTimeout, c.MaxConns
 	c.ShutdownTimeout = c.WriteTimeout
-	c.ShedWait, c.MaxBatchRefs = c.LookupTimeout/4, 100*c.MaxBatch
+	c.MaxBatchRefs = 100 * c.MaxBatch
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
 	c.BodyMemoryBytes = max(64<<20, 64*c.MaxBodyBytes)
-	c.MaxInflight, c.MaxStreams = max(c.MaxConns/4, 1), c.MaxConns/2
+	c.MaxStreams = c.MaxConns / 2
 	c.RESPTLS = c.TLSCertFile != ""
 	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
@@ -164,11 +164,11 @@ var removed = map[string]string{
 	"MAX_HEADER_BYTES":               "request headers are bounded at 16 KiB (431 beyond, after the 4 KiB of slack Go's server adds)",
 	"RESP_MAX_CONNS":                 "the Redis-protocol listener takes as many connections as BIGSEG_MAX_CONNS: set that (to %s) instead",
 	"RESP_READ_TIMEOUT":              "a Redis-protocol command gets twice BIGSEG_BODY_READ_TIMEOUT to arrive: set that (to half of %s) instead",
-	"SHED_WAIT":                      "a lookup waits for a slot at most a quarter of BIGSEG_LOOKUP_TIMEOUT",
+	"SHED_WAIT":                      "lookups wait for no slot of their own: a lookup that misses the cache waits for one of its environment's BIGSEG_STORE_READS_IN_FLIGHT store reads, within BIGSEG_LOOKUP_TIMEOUT",
 	"MAX_BATCH_REFS":                 "a batch's answer holds at most 100 segment refs a lookup of BIGSEG_MAX_BATCH: set that (to a hundredth of %s) instead",
 	"ACCESS_LOG":                     "every request is logged at BIGSEG_LOG_LEVEL=debug",
 	"RESP_TLS":                       "the Redis-protocol listener serves TLS (rediss://) whenever BIGSEG_TLS_CERT_FILE is set, plain otherwise",
-	"MAX_INFLIGHT":                   "a quarter of BIGSEG_MAX_CONNS may run lookups at once: set that (to 4 x %s) instead",
+	"MAX_INFLIGHT":                   "lookups are bounded by the connections, one at a time on each (BIGSEG_MAX_CONNS on each listener), and their store reads by BIGSEG_STORE_READS_IN_FLIGHT in each environment: set those instead",
 	"MAX_STREAMS":                    "half of BIGSEG_MAX_CONNS may hold status streams: set that (to 2 x %s) instead",
 	"MAX_BODY_BYTES":                 "a batch's body holds BIGSEG_MAX_BATCH keys of BIGSEG_MAX_KEY_BYTES and their JSON punctuation: set those instead",
 	"SHUTDOWN_TIMEOUT":               "after BIGSEG_SHUTDOWN_DELAY, in-flight requests get BIGSEG_WRITE_TIMEOUT to finish, as long as any may take: set that (to %s, if it still holds a lookup) instead",
@@ -217,12 +217,12 @@ func needStore(c config) error {
 
 // validateTimeouts refuses timeouts that cannot hold together. A response must be written
 // within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
-// all: a batch's body, its wait for a slot and its lookup must fit in it.
+// all: a batch's body and its lookup must fit in it.
 func (c config) validateTimeouts() []error {
 	// In seconds, as floats: a sum of durations near their limit would wrap round to a small one.
-	if sum := c.LookupTimeout.Seconds() + c.BodyReadTimeout.Seconds() + c.ShedWait.Seconds(); sum >= c.WriteTimeout.Seconds() {
-		return []error{fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot) (%s + %s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
-			c.LookupTimeout, c.BodyReadTimeout, c.ShedWait, c.WriteTimeout)}
+	if sum := c.LookupTimeout.Seconds() + c.BodyReadTimeout.Seconds(); sum >= c.WriteTimeout.Seconds() {
+		return []error{fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout)}
 	}
 	return nil
 }

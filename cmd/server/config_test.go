@@ -76,9 +76,9 @@ func TestTimeoutsThatCannotHoldAreRefused(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "16s"},
-			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT + a quarter of BIGSEG_LOOKUP_TIMEOUT (the wait for a lookup slot) (16s + 2s + 4s) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
-		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "8s", "BIGSEG_WRITE_TIMEOUT": "12s"},
-			"(8s + 2s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
+			"BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (16s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
+		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "10s", "BIGSEG_WRITE_TIMEOUT": "12s"},
+			"(10s + 2s) must be less than BIGSEG_WRITE_TIMEOUT (12s)"},
 		{map[string]string{"BIGSEG_LOOKUP_TIMEOUT": "9223372035s"}, // a sum past time.Duration's limit
 			"must be less than BIGSEG_WRITE_TIMEOUT (15s)"},
 	} {
@@ -191,8 +191,8 @@ func TestDerivedLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.ShedWait, c.MaxBatchRefs, c.MaxInflight, c.MaxStreams, c.MaxBodyBytes}
-	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 500 * time.Millisecond, 5000, 25, 50, int64(50*124 + 1024)}
+	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.MaxBatchRefs, c.MaxStreams, c.MaxBodyBytes}
+	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 5000, 50, int64(50*124 + 1024)}
 	c.TLSCertFile = "cert.pem"
 	if c.derive(); !c.RESPTLS {
 		t.Error("the Redis-protocol listener plain beside HTTPS")

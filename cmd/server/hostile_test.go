@@ -27,7 +27,6 @@ import (
 const (
 	hostileMaxConns     = 300
 	hostileMaxStreams   = hostileMaxConns / 2 // the server's, derived
-	hostileMaxInflight  = hostileMaxConns / 4
 	hostileMaxBodyBytes = 200*(300+24) + 1024 // the server's, of MAX_BATCH 200 keys of MAX_KEY_BYTES 300: about 64 KiB
 	hostileBodyMemory   = 64 << 20            // the server's, derived: 64 MiB, more than 64 of its largest bodies
 	hostileHeaderBytes  = 16 << 10            // the server's bound
@@ -46,7 +45,7 @@ func TestHostileClients(t *testing.T) { // not parallel: it judges how a good cl
 	}
 	p := startProcess(t, map[string]string{
 		"BIGSEG_SEED_FILE": hostileSeed(t), "BIGSEG_LOG_LEVEL": "info",
-		"BIGSEG_MAX_CONNS":      strconv.Itoa(hostileMaxConns),           // streams and lookup slots follow
+		"BIGSEG_MAX_CONNS":      strconv.Itoa(hostileMaxConns),           // stream slots follow
 		"BIGSEG_LOOKUP_TIMEOUT": "400ms",                                 // a slot waited for 100 ms at most
 		"BIGSEG_MAX_KEY_BYTES":  "300", "BIGSEG_BODY_READ_TIMEOUT": "1s", // headers: 2s
 		"BIGSEG_MAX_BATCH": "200", // 20,000 refs an answer

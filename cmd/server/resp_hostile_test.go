@@ -28,7 +28,6 @@ import (
 const (
 	respHostileMaxConns    = 50
 	respHostileReadTimeout = time.Second
-	respHostileMaxInflight = respHostileMaxConns / 4 // the server's, derived
 	respHostileToken       = "resp-hostile-t0ken"
 	respHostileFlood       = 1500 // connections at once, 30 times the limit
 )
@@ -216,9 +215,10 @@ func TestRESPHostileClients(t *testing.T) { // not parallel: it judges how a goo
 
 	goroutines := func() float64 { return metricValue(t, scraper, p.URL, "go_goroutines") }
 	before, goroutinesBefore := p.holdings(t), goroutines()
-	// Bounds: per connection a goroutine, a file descriptor and respConnBytes; lookups in
-	// flight, each with its goroutine; a margin for the runtime, the poller and the scrapes.
-	maxGoroutines := goroutinesBefore + respHostileMaxConns + 2*respHostileMaxInflight + 30
+	// Bounds: per connection a goroutine, a file descriptor and respConnBytes, and while its
+	// lookup waits at most one goroutine more (the look at whether its client has gone); a
+	// margin for the runtime, the poller and the scrapes.
+	maxGoroutines := goroutinesBefore + 2*respHostileMaxConns + 30
 	maxFDs := before.fds + respHostileMaxConns + 10
 	// RSS is bounded from what the process holds as each attack begins: the runtime gives
 	// memory back to the system lazily.

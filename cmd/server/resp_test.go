@@ -113,7 +113,7 @@ func redisCLIReads(t *testing.T, addr string, args ...string) respReads {
 			return nil, fmt.Errorf("redis-cli %v: %v", cmd, err)
 		}
 		text := strings.TrimSpace(string(out))
-		for _, kind := range []string{"ERR ", "NOAUTH ", "WRONGPASS ", "BUSY ", "NOPROTO "} {
+		for _, kind := range []string{"ERR ", "NOAUTH ", "WRONGPASS ", "NOPROTO "} {
 			if strings.HasPrefix(text, kind) {
 				return nil, errors.New(text)
 			}

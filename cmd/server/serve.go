@@ -134,22 +134,21 @@ func (a *app) listen() error {
 }
 
 // servers makes what serves each listener: the HTTP API, the operators' HTTP server and the
-// Redis-protocol one, both of these only for their listener. Lookups on both protocols share
-// one shedder; scope is the environment a request is about, for the token check.
+// Redis-protocol one, both of these only for their listener; scope is the environment a
+// request is about, for the token check.
 func (a *app) servers(m *metrics.Metrics, reg *prometheus.Registry, scope func(*http.Request) string) {
 	m.WatchConnections(a.ln.Open)
-	shed := limit.NewShedder(a.cfg.MaxInflight, a.cfg.ShedWait)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelError),
 		MaxRequestsInFlight: 4}) // each scrape renders every metric: beyond 4 at once, 503
 	if a.opsLn != nil {
 		a.ops = a.opsServer(metricsHandler)
 		metricsHandler = nil // served on the operators' listener only
 	}
-	a.srv = a.apiServer(m, metricsHandler, shed, scope)
+	a.srv = a.apiServer(m, metricsHandler, scope)
 	a.srv.RegisterOnShutdown(func() { close(a.stop) })
 	if a.respLn != nil {
 		a.resp = resp.New(resp.Config{
-			Version: version(), Log: a.log, Tokens: a.tokens, Shed: shed, Listener: a.respLn, TLSConfig: a.certs.ServerConfig(),
+			Version: version(), Log: a.log, Tokens: a.tokens, Listener: a.respLn, TLSConfig: a.certs.ServerConfig(),
 			IdleTimeout: a.cfg.RESPIdleTimeout, ReadTimeout: a.cfg.RESPReadTimeout,
 			Observe: m.RESP(resp.Commands(), a.respLn.Open), TracerProvider: a.tel.TracerProvider,
 		}, a.svc.Environments()...)
@@ -158,16 +157,16 @@ func (a *app) servers(m *metrics.Metrics, reg *prometheus.Registry, scope func(*
 
 // apiServer is the HTTP API's server, with the defences where they belong: on each kind of
 // route, the token check first (strangers use no capacity), then a batch's body read within
-// the memory budget, then a lookup slot, taken once the input is read; a stream's own slots.
-func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, shed *limit.Shedder, scope func(*http.Request) string) *http.Server {
-	tokens, slot := a.tokens.Require(handlers.Error, scope), shed.Middleware(handlers.Error)
+// the memory budget; a stream's own slots.
+func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, scope func(*http.Request) string) *http.Server {
+	tokens := a.tokens.Require(handlers.Error, scope)
 	bodies := limit.NewBodies(a.cfg.BodyMemoryBytes).Limit(a.cfg.MaxBodyBytes, a.cfg.BodyReadTimeout, handlers.BatchUses(a.cfg.MaxBatch), handlers.Error)
 	return &http.Server{
 		Handler: handlers.New(handlers.Config{
 			Log: a.log, StoreName: a.store.name, StoreTable: a.store.table, Version: version(),
 			MaxKeyBytes: a.cfg.MaxKeyBytes, MaxBatch: a.cfg.MaxBatch, MaxBatchRefs: a.cfg.MaxBatchRefs,
 			MaxBodyBytes: a.cfg.MaxBodyBytes, Stop: a.stop, Observe: m.ObserveRequest, Metrics: metricsHandler,
-			Lookups: chi.Chain(tokens, slot).Handler, Batches: chi.Chain(tokens, bodies, slot).Handler, Views: tokens,
+			Lookups: tokens, Batches: chi.Chain(tokens, bodies).Handler, Views: tokens,
 			Streams:    chi.Chain(tokens, limit.Streams(a.ln.MaxStreams(a.cfg.MaxStreams), handlers.Error)).Handler,
 			Authorized: a.tokens.Authorizes, Trace: a.tel.HTTP(),
 		}, a.svc),

@@ -365,6 +365,7 @@ func TestRemovedSettingsSayWhatReplacesThem(t *testing.T) {
 		"BIGSEG_REDIS_CLUSTER_ADDRS=a:1,b:1": "BIGSEG_REDIS_CLUSTER_URL=redis://host1:port?addr=host2:port&addr=host3:port (the addresses were a:1,b:1)",
 		"BIGSEG_REDIS_PASSWORD=hunter2":      "BIGSEG_REDIS_PASSWORD is gone: put it in the file BIGSEG_REDIS_PASSWORD_FILE names",
 		"BIGSEG_PPROF_ADDR=127.0.0.1:6060":   "BIGSEG_PPROF_ADDR is gone: Go's /debug/pprof is served on the BIGSEG_METRICS_ADDR listener, the operators' one: set that (to 127.0.0.1:6060) instead",
+		"BIGSEG_MAX_INFLIGHT=1024":           "BIGSEG_MAX_INFLIGHT is gone: lookups are bounded by the connections, one at a time on each (BIGSEG_MAX_CONNS on each listener)",
 	} {
 		err := unknownVariables([]string{env})
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {

@@ -69,7 +69,7 @@ func (e *HTTPError) hint() string {
 var statusHints = map[int]string{
 	400: "bigseg rejected the request",
 	401: "bigseg requires a bearer token and did not accept this one, or none was set",
-	429: "bigseg is shedding load",
+	429: "too many requests: a rate limit in front of bigseg, most likely",
 	301: redirectHint, 302: redirectHint, 303: redirectHint, 307: redirectHint, 308: redirectHint,
 }
 

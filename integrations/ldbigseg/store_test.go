@@ -124,8 +124,8 @@ func TestGetMembershipMapsEveryAnswer(t *testing.T) {
 		},
 		{
 			name:    "429 with Retry-After",
-			handler: answer(429, "application/json", `{"error":"too many lookups in flight"}`, "Retry-After", "1"),
-			wantErr: wantErr{httpStatus: 429, retryAfter: "1", contains: "shedding load"},
+			handler: answer(429, "application/json", `{"error":"rate limited"}`, "Retry-After", "1"),
+			wantErr: wantErr{httpStatus: 429, retryAfter: "1", contains: "rate limit in front of bigseg"},
 		},
 		{
 			name:    "400",

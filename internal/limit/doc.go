@@ -1,5 +1,5 @@
 // Package limit bounds how much a client may ask of bigseg, on every listener alike (HTTP and
-// the Redis protocol): connections, request bodies, lookups in flight, status streams, the
+// the Redis protocol): connections, request bodies, status streams, the
 // bytes and time of a Redis-protocol command. Its sibling, package auth, says who may ask. The
 // defences come in the shapes the standard library knows: a net.Listener and the net.Conn it
 // gives, and func(http.Handler) http.Handler middleware. The servers take them ready-made and
@@ -19,14 +19,10 @@
 //   - Streams and Listener.MaxStreams (streams.go): at most N status streams at once, held to
 //     half the connections, so that streams cannot take them all. cmd/server puts it in
 //     handlers.Config.Streams, after the token check.
-//   - Shedder (shed.go): at most N lookups running, N more waiting briefly, the rest refused,
-//     over both listeners at once. cmd/server makes one, puts its Middleware last in
-//     handlers.Config.Lookups and .Batches (429), and gives itself to resp (resp.Config.Shed:
-//     Admit and Release, BUSY with TooBusy).
 //   - Bodies (bodies.go): one memory budget for the request bodies being read and answered;
 //     when requests wait for memory, the one its client paces longest (a stalled body, an
 //     answer not read) is cut to make room. cmd/server makes it and puts its Limit in
-//     handlers.Config.Batches, between the token check and the shedder, with
+//     handlers.Config.Batches, after the token check, with
 //     handlers.BatchUses as the memory a body's lookups take; handlers reads the body from its
 //     Bytes.
 //   - CommandConn (commands.go): a Redis-protocol command bounded in bytes, and in time once it

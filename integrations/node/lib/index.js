@@ -98,7 +98,7 @@ const STATUS_HINTS = {
   401: 'bigseg requires a bearer token and did not accept this one, or none was set',
   403: 'forbidden: a bearer token scoped to some environments needs the environment option set to one of them',
   404: "no such route: is the base URL bigseg's? One serving several environments needs the environment option set",
-  429: 'bigseg is shedding load',
+  429: 'too many requests: a rate limit in front of bigseg, most likely',
 };
 
 /** The hints of a store with the environment option: what bigseg's 403 and 404 then mean. */

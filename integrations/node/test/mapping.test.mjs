@@ -87,8 +87,8 @@ const membershipCases = [
   },
   {
     name: '429 with Retry-After',
-    handler: answer(429, json, '{"error":"too many lookups in flight"}', { 'retry-after': '1' }),
-    err: { kind: 'HTTP', status: 429, retryAfter: '1', contains: 'shedding load' },
+    handler: answer(429, json, '{"error":"rate limited"}', { 'retry-after': '1' }),
+    err: { kind: 'HTTP', status: 429, retryAfter: '1', contains: 'rate limit in front of bigseg' },
   },
   {
     name: '400',
