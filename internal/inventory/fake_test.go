@@ -51,7 +51,7 @@ func (s *fakeStore) Metadata(context.Context) (segments.Metadata, error) {
 	return segments.Metadata{Cursor: s.cursor}, nil
 }
 
-func (s *fakeStore) Scan(ctx context.Context, each func(string, segments.Membership) error) error {
+func (s *fakeStore) Scan(ctx context.Context, _ func(int) error, each func(string, segments.Membership) error) error {
 	s.mu.Lock()
 	s.scans++
 	members, failAfter, before, failWith := s.members, s.failAfter, s.before, cmp.Or(s.failWith, errDown)

@@ -4,7 +4,8 @@
 // completes).
 //
 // One loop (Loop.Run) scans every environment whose store is a Scanner, one at a time,
-// at most Settings.ReadsPerSecond contexts a second, and publishes each result on its
+// at most Settings.ReadsPerSecond reads a second (a context read, or a key the walk of the
+// store steps over: on Redis every key of the database), and publishes each result on its
 // Environment (SetInventory) and to an Observer (the metrics). Its memory grows with the
 // segments found, never with the contexts. A store that replicas share (a Fleet: Redis,
 // DynamoDB) is scanned by the one replica that holds its lease, which stores the result; the
@@ -29,7 +30,7 @@ import (
 // metrics.Inventory's; the scan counts all.)
 type Settings struct {
 	Interval       time.Duration // between two scans of every environment; 0 or less: no scans
-	ReadsPerSecond int           // contexts read a second while a scan runs; 0 or less: no limit
+	ReadsPerSecond int           // reads a second while a scan runs (pacer); 0 or less: no limit
 }
 
 // Observer is told of each environment's inventory as it is published: the last complete

@@ -113,7 +113,7 @@ func TestLeaseReadOnlyUser(t *testing.T) {
 		t.Errorf("LoadInventory = %q, %v; want nil, nil", data, err)
 	}
 	n := 0
-	if err := store.Scan(ctx, func(string, segments.Membership) error { n++; return nil }); err != nil || n != 1 {
+	if err := store.Scan(ctx, func(int) error { return nil }, func(string, segments.Membership) error { n++; return nil }); err != nil || n != 1 {
 		t.Errorf("Scan as a reader: %d contexts, %v; want 1", n, err)
 	}
 }

@@ -1,0 +1,83 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/dynamodb"
+	"github.com/bigseg/bigseg/storage/memory"
+	"github.com/bigseg/bigseg/storage/redis"
+)
+
+// The stores the loop scans, and those that share a scan (a type assertion finds them at run
+// time: a method missing would make a store silently unscanned, or scanned by every replica).
+var (
+	_ Scanner = (*memory.Store)(nil)
+	_ Fleet   = (*redis.Store)(nil)
+	_ Scanner = (*redis.Store)(nil)
+	_ Fleet   = (*dynamodb.Store)(nil)
+	_ Scanner = (*dynamodb.Store)(nil)
+)
+
+// scanCount counts the SCAN commands a Redis client sends.
+type scanCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *scanCount) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *scanCount) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+func (h *scanCount) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == "scan" {
+			h.mu.Lock()
+			h.n++
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestRedisScanPacesItsWalk: SCAN walks every key of the database, and MATCH filters after:
+// the keys a scan steps over (here 5,000 of other data beside 3 contexts) are paced at the
+// rate as contexts are, each SCAN reply one read at least, so a walk over other keys does not
+// run back to back. The clock's sleeps pass at once: the time the scan took is what it slept.
+func TestRedisScanPacesItsWalk(t *testing.T) {
+	const others, contexts, perSecond = 5000, 3, 1000
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	store := redis.New(c, prefix)
+	pipe := c.Pipeline()
+	for i := range others {
+		pipe.Set(t.Context(), fmt.Sprintf("%s:other:%d", prefix, i), "x", 0)
+	}
+	for i := range contexts {
+		pipe.SAdd(t.Context(), store.IncludeKey(segments.Hash(fmt.Sprint(i))), "a.g1")
+	}
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	scans := &scanCount{}
+	c.AddHook(scans)
+	inv, err := scan(t.Context(), environmentWithPrefix(t, "production", prefix, store), store, perSecond, newFakeClock().clock(), nil)
+	if err != nil || inv.Contexts != contexts {
+		t.Fatalf("scan: %d contexts, %v; want %d", inv.Contexts, err, contexts)
+	}
+	took := inv.FinishedAt.Sub(inv.StartedAt)
+	t.Logf("%d SCANs over %d keys of other data and %d contexts: paced to %v at %d a second", scans.n, others, contexts, took, perSecond)
+	if least := time.Duration(others*9/10) * time.Second / perSecond; took < least {
+		t.Errorf("the scan took %v; stepping over %d keys at %d a second takes %v at least", took, others, perSecond, least)
+	}
+	if least := time.Duration(scans.n)*time.Second/perSecond - minSleep; took < least {
+		t.Errorf("the scan took %v for %d SCANs, less than one read each at %d a second", took, scans.n, perSecond)
+	}
+}
