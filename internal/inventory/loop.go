@@ -8,8 +8,9 @@
 // store steps over: on Redis every key of the database), and publishes each result on its
 // Environment (SetInventory) and to an Observer (the metrics). Its memory grows with the
 // segments found, never with the contexts. A store that replicas share (a Fleet: Redis,
-// DynamoDB) is scanned by the one replica that holds its lease, which stores the result; the
-// others load it and serve it. Report runs one scan for the server inventory command.
+// DynamoDB) is scanned by the one replica that holds its lease, which renews it while it
+// scans and stores the result; the others load the result and serve it. Report runs one scan
+// for the server inventory command.
 package inventory
 
 import (
@@ -96,7 +97,8 @@ func owner() string {
 }
 
 // Run scans (or loads) every environment at once and then every interval, until ctx ends;
-// with no interval, or no environment to scan, it returns at once. It returns nil: a failed
+// with no interval, or no environment to scan, it returns at once. A round starts an interval
+// after the one before started (at once if that one took longer). It returns nil: a failed
 // scan is logged and published on its environment, and the next interval tries again.
 func (l *Loop) Run(ctx context.Context) error {
 	if l.settings.Interval <= 0 || len(l.targets) == 0 {
@@ -113,11 +115,12 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
+		start := time.Now()
 		next := l.settings.Interval
 		if l.round(ctx) { // a scan failed: a store's hiccup costs a retry, not an interval
-			next = min(next, retryAfter)
+			next = min(next, time.Since(start)+retryAfter)
 		}
-		timer.Reset(next)
+		timer.Reset(next - time.Since(start))
 	}
 }
 
@@ -150,8 +153,13 @@ func (l *Loop) scanOne(ctx context.Context, t *target) {
 	running := prev
 	running.State = segments.ScanRunning
 	t.env.SetInventory(running)
-	inv, err := scan(ctx, t.env, t.sc, l.settings.ReadsPerSecond, l.clock, nil)
-	if err != nil {
+	inv, err := scan(ctx, t.env, t.sc, l.settings.ReadsPerSecond, l.clock, nil, l.keeper(t))
+	switch {
+	case errors.Is(err, errLeaseLost):
+		t.env.SetInventory(prev)
+		log.Warn("inventory scan stopped: another replica holds the scan lease now, and this one serves the counts it stores", "err", err)
+		return
+	case err != nil:
 		t.env.SetInventory(prev)
 		if ctx.Err() == nil {
 			l.failed(t, err)
@@ -190,16 +198,17 @@ func (l *Loop) publish(t *target, inv segments.Inventory) {
 }
 
 // lead takes (or renews) t's scan lease, and says whether this replica scans. The lease lasts
-// an interval and a half: its holder renews it each interval (after scanning the environments
-// before it), and when the holder stops, another replica scans within two and a half intervals
-// of its last scan, inside the alert's three.
+// an interval and a half: its holder renews it at the start of each round, and every third of
+// an interval while it scans (keeper), so a scan longer than the lease keeps it; when the
+// holder stops without giving it back, another replica scans within two and a half intervals
+// of its last renewal, inside the alert's three.
 func (l *Loop) lead(ctx context.Context, t *target) bool {
 	if t.readOnly {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	held, err := t.fleet.TakeLease(ctx, l.owner, l.settings.Interval*3/2)
+	held, err := t.fleet.TakeLease(ctx, l.owner, l.leaseTTL())
 	switch {
 	case errors.Is(err, fs.ErrPermission):
 		t.readOnly = true
@@ -207,14 +216,53 @@ func (l *Loop) lead(ctx context.Context, t *target) bool {
 			"environment", t.env.Name, "err", err)
 		return false
 	case err != nil:
-		l.log.Warn("take the inventory scan lease", "environment", t.env.Name, "err", err)
-		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
-			l.failed(t, fmt.Errorf("take the scan lease: %w", err))
+		if stopping(ctx) {
+			return false
 		}
+		l.log.Warn("take the inventory scan lease", "environment", t.env.Name, "err", err)
+		l.failed(t, fmt.Errorf("take the scan lease: %w", err))
 		return false
 	}
 	return held
 }
+
+// leaseTTL is how long a lease lasts unless renewed: an interval and a half.
+func (l *Loop) leaseTTL() time.Duration { return l.settings.Interval * 3 / 2 }
+
+// errLeaseLost stops a scan whose lease another replica took (this one renewed it too late).
+var errLeaseLost = errors.New("another replica holds the scan lease")
+
+// keeper returns what renews t's lease while a scan of it runs (nil if t has no lease): every
+// third of an interval of scan time, called between reads, one TakeLease. It fails with
+// errLeaseLost if another replica holds the lease, so that two replicas never scan at once.
+func (l *Loop) keeper(t *target) func(context.Context) error {
+	if t.fleet == nil {
+		return nil
+	}
+	every := l.settings.Interval / 3
+	next := l.clock.now().Add(every)
+	return func(ctx context.Context) error {
+		now := l.clock.now()
+		if now.Before(next) {
+			return nil
+		}
+		next = now.Add(every)
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		held, err := t.fleet.TakeLease(ctx, l.owner, l.leaseTTL())
+		if err != nil {
+			return fmt.Errorf("renew the scan lease: %w", err)
+		}
+		if !held {
+			return errLeaseLost
+		}
+		return nil
+	}
+}
+
+// stopping says whether a call bounded by callTimeout under ctx failed because the loop ends
+// (Run's context was canceled), which is no failure to show; one that timed out is.
+func stopping(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
 // save stores inv for the other replicas.
 func (l *Loop) save(ctx context.Context, t *target, inv segments.Inventory) {
@@ -239,7 +287,9 @@ func (l *Loop) load(ctx context.Context, t *target) {
 		inv, n, err = decode(data)
 	}
 	if err != nil {
-		l.log.Warn("load the inventory another replica stored", "environment", t.env.Name, "err", err)
+		if !stopping(ctx) {
+			l.log.Warn("load the inventory another replica stored", "environment", t.env.Name, "err", err)
+		}
 		return
 	}
 	if inv.FinishedAt.Equal(t.env.Inventory().FinishedAt) {

@@ -132,9 +132,11 @@ type clock struct {
 var realClock = clock{now: time.Now, sleep: sleep}
 
 // scan counts every context of env's store at most rate reads a second (pacer), calling
-// progress (if not nil) with the contexts read so far after each. The result is complete, with
-// the store's cursor at its start and finish; its Segments are every ref found.
-func scan(ctx context.Context, env *segments.Environment, sc Scanner, rate int, c clock, progress func(int64)) (segments.Inventory, error) {
+// progress (if not nil) with the contexts read so far after each, and keep (if not nil) after
+// every read: its error stops the scan. The result is complete, with the store's cursor at
+// its start and finish; its Segments are every ref found.
+func scan(ctx context.Context, env *segments.Environment, sc Scanner, rate int, c clock, progress func(int64),
+	keep func(context.Context) error) (segments.Inventory, error) {
 	inv := segments.Inventory{StartedAt: c.now()}
 	var err error
 	if inv.CursorStart, err = cursor(ctx, env); err != nil {
@@ -142,12 +144,18 @@ func scan(ctx context.Context, env *segments.Environment, sc Scanner, rate int, 
 	}
 	t := tally{refs: map[string]*[2]int64{}}
 	p := pacer{rate: int64(rate), now: c.now, sleep: c.sleep, start: inv.StartedAt}
-	err = sc.Scan(ctx, func(skipped int) error { return p.wait(ctx, max(1, int64(skipped))) }, func(_ string, m segments.Membership) error {
+	read := func(n int64) error {
+		if err := p.wait(ctx, n); err != nil || keep == nil {
+			return err
+		}
+		return keep(ctx)
+	}
+	err = sc.Scan(ctx, func(skipped int) error { return read(max(1, int64(skipped))) }, func(_ string, m segments.Membership) error {
 		t.add(m)
 		if progress != nil {
 			progress(t.contexts)
 		}
-		return p.wait(ctx, 1)
+		return read(1)
 	})
 	if err != nil {
 		return inv, fmt.Errorf("scan after %d contexts: %w", t.contexts, err)

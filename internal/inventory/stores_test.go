@@ -1,8 +1,11 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +71,7 @@ func TestRedisScanPacesItsWalk(t *testing.T) {
 	}
 	scans := &scanCount{}
 	c.AddHook(scans)
-	inv, err := scan(t.Context(), environmentWithPrefix(t, "production", prefix, store), store, perSecond, newFakeClock().clock(), nil)
+	inv, err := scan(t.Context(), environmentWithPrefix(t, "production", prefix, store), store, perSecond, newFakeClock().clock(), nil, nil)
 	if err != nil || inv.Contexts != contexts {
 		t.Fatalf("scan: %d contexts, %v; want %d", inv.Contexts, err, contexts)
 	}
@@ -79,5 +82,70 @@ func TestRedisScanPacesItsWalk(t *testing.T) {
 	}
 	if least := time.Duration(scans.n)*time.Second/perSecond - minSleep; took < least {
 		t.Errorf("the scan took %v for %d SCANs, less than one read each at %d a second", took, scans.n, perSecond)
+	}
+}
+
+// scansAtOnce counts the scans that run at once, across replicas, and the most that did.
+type scansAtOnce struct {
+	mu        sync.Mutex
+	now, most int
+}
+
+// watched is a Redis store whose scans scansAtOnce counts.
+type watched struct {
+	*redis.Store
+	w *scansAtOnce
+}
+
+func (s watched) Scan(ctx context.Context, walked func(int) error, each func(string, segments.Membership) error) error {
+	s.w.mu.Lock()
+	s.w.now++
+	s.w.most = max(s.w.most, s.w.now)
+	s.w.mu.Unlock()
+	defer func() {
+		s.w.mu.Lock()
+		s.w.now--
+		s.w.mu.Unlock()
+	}()
+	return s.Store.Scan(ctx, walked, each)
+}
+
+// TestRedisLeaseOutlastsALongScan: two replicas on one Redis, and a scan (about 4s) longer
+// than the lease's TTL (an interval and a half: 1.5s). The scanner renews the lease as it
+// scans, so the other never starts a scan of its own meanwhile, and serves the counts the
+// first stores. The Redis is the test's own: SCAN
+// walks every key of the database, so other tests' keys would set the scan's length.
+func TestRedisLeaseOutlastsALongScan(t *testing.T) {
+	const contexts, perSecond = 200, 50
+	c := redistest.Start(t).Client()
+	const prefix = "lease"
+	for i := range contexts {
+		c.SAdd(t.Context(), redis.New(c, prefix).IncludeKey(segments.Hash(fmt.Sprint(i))), "a.g1")
+	}
+	w := &scansAtOnce{}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	envs := make([]*segments.Environment, 2)
+	logs := make([]bytes.Buffer, 2)
+	for i := range envs {
+		envs[i] = environmentWithPrefix(t, "production", prefix, watched{redis.New(c, prefix), w})
+		l := New(envs[i:i+1], Settings{Interval: time.Second, ReadsPerSecond: perSecond}, slog.New(slog.NewTextHandler(&logs[i], nil)), nil)
+		wg.Go(func() { _ = l.Run(ctx) })
+	}
+	for envs[0].Inventory().FinishedAt.IsZero() || envs[1].Inventory().FinishedAt.IsZero() { // each serves a complete scan
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	cancel()
+	wg.Wait()
+	if w.most != 1 {
+		t.Errorf("%d scans ran at once, want 1", w.most)
+	}
+	for i, env := range envs {
+		if got := env.Inventory(); got.Contexts != contexts || got.LastError != "" {
+			t.Errorf("replica %d serves %+v, want %d contexts and no error", i, got, contexts)
+		}
+		if strings.Contains(logs[i].String(), "level=WARN") {
+			t.Errorf("replica %d warned:\n%s", i, logs[i].String())
+		}
 	}
 }
