@@ -13,12 +13,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/segments"
 )
 
 // Run's goroutine is the caller's: none may outlive a test.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := dynamotest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")

@@ -273,7 +273,10 @@ func (l *Loop) save(ctx context.Context, t *target, inv segments.Inventory) {
 	}
 }
 
-// load serves the result the lease holder stored, if newer than the one served.
+// load serves the result the lease holder stored, if newer than the one served. A load that
+// fails is recorded as a failed scan is: the counts served stay, with the error, until a newer
+// result is served; what is stored but is not an inventory as bigseg stores it is invalid
+// data, which waits the interval to be replaced.
 func (l *Loop) load(ctx context.Context, t *target) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -284,10 +287,13 @@ func (l *Loop) load(ctx context.Context, t *target) {
 	var inv segments.Inventory
 	var n int
 	if err == nil {
-		inv, n, err = decode(data)
+		if inv, n, err = decode(data); err != nil {
+			err = fmt.Errorf("%w: %w", segments.ErrInvalidData, err)
+		}
 	}
 	if err != nil {
 		if !stopping(ctx) {
+			l.failed(t, fmt.Errorf("load the stored inventory: %w", err))
 			l.log.Warn("load the inventory another replica stored", "environment", t.env.Name, "err", err)
 		}
 		return

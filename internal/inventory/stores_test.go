@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/internal/redistest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
@@ -147,5 +149,74 @@ func TestRedisLeaseOutlastsALongScan(t *testing.T) {
 		if strings.Contains(logs[i].String(), "level=WARN") {
 			t.Errorf("replica %d warned:\n%s", i, logs[i].String())
 		}
+	}
+}
+
+// sharedStore is a store replicas share the scan of.
+type sharedStore interface {
+	segments.Store
+	Scanner
+	Fleet
+}
+
+// fleets open each store that replicas share, empty, under a prefix of the test's own, with
+// what writes a stored result that is not one (invalid data at the stored result's key).
+var fleets = []struct {
+	name string
+	open func(t *testing.T) (s sharedStore, prefix string, corrupt func())
+}{
+	{"redis", func(t *testing.T) (sharedStore, string, func()) {
+		c := redistest.Client(t)
+		prefix := redistest.Prefix(t, c)
+		return redis.New(c, prefix), prefix, func() { c.Set(context.Background(), redis.InventoryKey(prefix), "{", 0) }
+	}},
+	{"dynamodb", func(t *testing.T) (sharedStore, string, func()) {
+		c := dynamotest.Client(t, dynamotest.Shared(t).URL)
+		table, prefix := dynamotest.Table(t, c), "bigsegtest"
+		s := dynamodb.New(c, table, prefix)
+		return s, prefix, func() {
+			item := dynamotest.Key(s.InventoryNamespace(), "result")
+			item["data"] = &types.AttributeValueMemberB{Value: []byte("not gzip")}
+			dynamotest.Put(t, c, table, item)
+		}
+	}},
+}
+
+// TestStoredInventoryUnreadableIsShown: a replica that cannot read the result another
+// replica stored (here it is not an inventory) shows it on /segments, as a failed scan is
+// shown: the counts served stay, with the error and when; a good result stored later clears
+// it.
+func TestStoredInventoryUnreadableIsShown(t *testing.T) {
+	for _, f := range fleets {
+		t.Run(f.name, func(t *testing.T) {
+			store, prefix, corrupt := f.open(t)
+			if held, err := store.TakeLease(t.Context(), "another replica", time.Hour); !held || err != nil {
+				t.Fatalf("TakeLease: %v, %v", held, err)
+			}
+			fc := newFakeClock()
+			stored := func(n int64) {
+				inv := segments.Inventory{State: segments.ScanComplete, Contexts: n, StartedAt: fc.t, FinishedAt: fc.t}
+				if err := store.SaveInventory(t.Context(), encode("production", inv, 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := environmentWithPrefix(t, "production", prefix, store)
+			l := newLoop(fc, &bytes.Buffer{}, nil, env)
+			stored(2)
+			l.round(t.Context())
+			corrupt()
+			fc.t = fc.t.Add(interval)
+			l.round(t.Context())
+			got := env.Inventory()
+			if got.Contexts != 2 || !strings.Contains(got.LastError, "load the stored inventory") || !got.LastErrorAt.Equal(fc.t) {
+				t.Errorf("after a stored result that is not one: %+v; want 2 contexts, the error at %v", got, fc.t)
+			}
+			fc.t = fc.t.Add(interval)
+			stored(3)
+			l.round(t.Context())
+			if got := env.Inventory(); got.Contexts != 3 || got.LastError != "" {
+				t.Errorf("after a good result: %+v; want 3 contexts and no error", got)
+			}
+		})
 	}
 }
