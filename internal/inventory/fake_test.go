@@ -123,6 +123,13 @@ func (f *fakeFleet) SaveInventory(_ context.Context, data []byte) error {
 
 func (f *fakeFleet) LoadInventory(context.Context) ([]byte, error) { return f.lease.data, nil }
 
+func (f *fakeFleet) ReleaseLease(_ context.Context, owner string) error {
+	if f.lease.holder == owner {
+		f.lease.holder = ""
+	}
+	return nil
+}
+
 // fakeClock is a clock whose sleeps pass at once, moving its time on.
 type fakeClock struct{ t time.Time }
 

@@ -9,8 +9,8 @@
 // Environment (SetInventory) and to an Observer (the metrics). Its memory grows with the
 // segments found, never with the contexts. A store that replicas share (a Fleet: Redis,
 // DynamoDB) is scanned by the one replica that holds its lease, which renews it while it
-// scans and stores the result; the others load the result and serve it. Report runs one scan
-// for the server inventory command.
+// scans, stores the result, and gives the lease back when Run ends; the others load the result
+// and serve it. Report runs one scan for the server inventory command.
 package inventory
 
 import (
@@ -52,6 +52,9 @@ type Fleet interface {
 	SaveInventory(ctx context.Context, data []byte) error
 	// LoadInventory returns the result last stored, nil (and no error) if none.
 	LoadInventory(ctx context.Context) ([]byte, error)
+	// ReleaseLease gives the scan lease up if owner holds it (and does nothing if not), so
+	// that another replica can take it at once.
+	ReleaseLease(ctx context.Context, owner string) error
 }
 
 // Loop scans every environment's store, in turn, every interval (Run).
@@ -70,6 +73,7 @@ type target struct {
 	sc       Scanner
 	fleet    Fleet // nil: this replica scans the store alone
 	readOnly bool  // the store refused this replica the lease: it only loads
+	held     bool  // this replica took the lease last it asked: Run gives it back when it ends
 	shrunk   int   // of the inventory published
 	retry    bool  // this round's scan or lease failed for a reason that may pass soon
 }
@@ -99,7 +103,8 @@ func owner() string {
 // Run scans (or loads) every environment at once and then every interval, until ctx ends;
 // with no interval, or no environment to scan, it returns at once. A round starts an interval
 // after the one before started (at once if that one took longer). It returns nil: a failed
-// scan is logged and published on its environment, and the next interval tries again.
+// scan is logged and published on its environment, and the next interval tries again. When
+// ctx ends it gives back the leases it holds, so that another replica scans at once.
 func (l *Loop) Run(ctx context.Context) error {
 	if l.settings.Interval <= 0 || len(l.targets) == 0 {
 		return nil
@@ -107,6 +112,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	for _, t := range l.targets {
 		l.publish(t, t.env.Inventory())
 	}
+	defer l.release(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -126,6 +132,29 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // retryAfter is how soon a failed scan is tried again, if sooner than the interval.
 const retryAfter = time.Minute
+
+// releaseTimeout bounds the release of the leases at shutdown: a store that does not answer
+// delays it no more than that, and the lease then lapses as it would have.
+const releaseTimeout = 2 * time.Second
+
+// release gives back the leases this replica holds, each bounded by releaseTimeout after ctx
+// ended.
+func (l *Loop) release(ctx context.Context) {
+	for _, t := range l.targets {
+		if t.fleet == nil || !t.held {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		err := t.fleet.ReleaseLease(rctx, l.owner)
+		cancel()
+		if err != nil {
+			l.log.Warn("give back the inventory scan lease; it lapses by itself", "environment", t.env.Name, "err", err)
+			continue
+		}
+		t.held = false
+		l.log.Info("gave back the inventory scan lease", "environment", t.env.Name)
+	}
+}
 
 // round scans, or loads, each environment once, and says whether a scan or lease failed in a
 // way worth trying again soon.
@@ -157,6 +186,7 @@ func (l *Loop) scanOne(ctx context.Context, t *target) {
 	switch {
 	case errors.Is(err, errLeaseLost):
 		t.env.SetInventory(prev)
+		t.held = false
 		log.Warn("inventory scan stopped: another replica holds the scan lease now, and this one serves the counts it stores", "err", err)
 		return
 	case err != nil:
@@ -223,6 +253,7 @@ func (l *Loop) lead(ctx context.Context, t *target) bool {
 		l.failed(t, fmt.Errorf("take the scan lease: %w", err))
 		return false
 	}
+	t.held = held
 	return held
 }
 

@@ -336,7 +336,7 @@ func TestScanStopsWhenTheLeaseIsLost(t *testing.T) {
 	if took := fc.t.Sub(newFakeClock().t); took < interval/3 || took > interval/3+time.Second {
 		t.Errorf("the scan stopped after %v, want at the first renewal, %v in", took, interval/3)
 	}
-	if !strings.Contains(logs.String(), "another replica holds the scan lease") {
-		t.Errorf("logs: %s", logs.String())
+	if !strings.Contains(logs.String(), "another replica holds the scan lease") || l.targets[0].held {
+		t.Errorf("held %v; logs: %s", l.targets[0].held, logs.String())
 	}
 }

@@ -115,7 +115,7 @@ func (s watched) Scan(ctx context.Context, walked func(int) error, each func(str
 // TestRedisLeaseOutlastsALongScan: two replicas on one Redis, and a scan (about 4s) longer
 // than the lease's TTL (an interval and a half: 1.5s). The scanner renews the lease as it
 // scans, so the other never starts a scan of its own meanwhile, and serves the counts the
-// first stores. The Redis is the test's own: SCAN
+// first stores; when Run ends, the lease is given back. The Redis is the test's own: SCAN
 // walks every key of the database, so other tests' keys would set the scan's length.
 func TestRedisLeaseOutlastsALongScan(t *testing.T) {
 	const contexts, perSecond = 200, 50
@@ -149,6 +149,9 @@ func TestRedisLeaseOutlastsALongScan(t *testing.T) {
 		if strings.Contains(logs[i].String(), "level=WARN") {
 			t.Errorf("replica %d warned:\n%s", i, logs[i].String())
 		}
+	}
+	if n := c.Exists(context.Background(), redis.LeaseKey(prefix)).Val(); n != 0 {
+		t.Errorf("the lease is still held after Run ended (%d key)", n)
 	}
 }
 
@@ -216,6 +219,32 @@ func TestStoredInventoryUnreadableIsShown(t *testing.T) {
 			l.round(t.Context())
 			if got := env.Inventory(); got.Contexts != 3 || got.LastError != "" {
 				t.Errorf("after a good result: %+v; want 3 contexts and no error", got)
+			}
+		})
+	}
+}
+
+// TestRunReleasesTheLease: when Run ends (a replica shuts down), the lease it held is given
+// back, so that another replica takes it at once, not an interval and a half later.
+func TestRunReleasesTheLease(t *testing.T) {
+	for _, f := range fleets {
+		t.Run(f.name, func(t *testing.T) {
+			store, prefix, _ := f.open(t)
+			env := environmentWithPrefix(t, "production", prefix, store)
+			l := New([]*segments.Environment{env}, Settings{Interval: time.Hour}, slog.New(slog.DiscardHandler), nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error)
+			go func() { done <- l.Run(ctx) }()
+			for env.Inventory().State != segments.ScanComplete {
+				time.Sleep(10 * time.Millisecond) // polling a condition
+			}
+			if held, err := store.TakeLease(t.Context(), "another replica", time.Hour); held || err != nil {
+				t.Fatalf("while Run runs, another replica took the lease: %v, %v", held, err)
+			}
+			cancel()
+			<-done
+			if held, err := store.TakeLease(t.Context(), "another replica", time.Hour); !held || err != nil {
+				t.Errorf("after Run ended, another replica could not take the lease: %v, %v", held, err)
 			}
 		})
 	}
