@@ -136,3 +136,24 @@ func TestShrunk(t *testing.T) {
 		t.Errorf("shrunk = %d, want 2 (over-half and gone; half lost exactly half)", got)
 	}
 }
+
+// A long wait (a SCAN reply that stepped over 100 keys, at 1 read a second) sleeps in steps of
+// at most maxSleep and calls keep between them, so that it never outlasts the scan's lease.
+func TestLongWaitKeepsBetweenSleeps(t *testing.T) {
+	fc := newFakeClock()
+	c := fc.clock()
+	start, longest, sleeps, keeps := fc.t, time.Duration(0), 0, 0
+	p := pacer{rate: 1, now: c.now, start: start,
+		sleep: func(ctx context.Context, d time.Duration) error {
+			sleeps, longest = sleeps+1, max(longest, d)
+			return c.sleep(ctx, d)
+		},
+		keep: func(context.Context) error { keeps++; return nil }}
+	if err := p.wait(t.Context(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if took := fc.t.Sub(start); took != 100*time.Second || longest > maxSleep || keeps != sleeps+1 {
+		t.Errorf("waited %v in %d sleeps (the longest %v) with %d keeps; want 100s, none over %v, a keep after each and at the end",
+			took, sleeps, longest, keeps, maxSleep)
+	}
+}

@@ -112,8 +112,8 @@ func (s watched) Scan(ctx context.Context, walked func(int) error, each func(str
 	return s.Store.Scan(ctx, walked, each)
 }
 
-// TestRedisLeaseOutlastsALongScan: two replicas on one Redis, and a scan (about 4s) longer
-// than the lease's TTL (an interval and a half: 1.5s). The scanner renews the lease as it
+// TestRedisLeaseOutlastsALongScan: two replicas on one Redis, and a scan (about 6 s) longer
+// than the lease's TTL (an interval and a half: 3 s). The scanner renews the lease as it
 // scans, so the other never starts a scan of its own meanwhile, and serves the counts the
 // first stores; when Run ends, the lease is given back. The Redis is the test's own: SCAN
 // walks every key of the database, so other tests' keys would set the scan's length.
@@ -131,7 +131,7 @@ func TestRedisLeaseOutlastsALongScan(t *testing.T) {
 	logs := make([]bytes.Buffer, 2)
 	for i := range envs {
 		envs[i] = environmentWithPrefix(t, "production", prefix, watched{redis.New(c, prefix), w})
-		l := New(envs[i:i+1], Settings{Interval: time.Second, ReadsPerSecond: perSecond}, slog.New(slog.NewTextHandler(&logs[i], nil)), nil)
+		l := New(envs[i:i+1], Settings{Interval: 2 * time.Second, ReadsPerSecond: perSecond}, slog.New(slog.NewTextHandler(&logs[i], nil)), nil)
 		wg.Go(func() { _ = l.Run(ctx) })
 	}
 	for envs[0].Inventory().FinishedAt.IsZero() || envs[1].Inventory().FinishedAt.IsZero() { // each serves a complete scan
