@@ -63,7 +63,7 @@ type config struct {
 	RESPAddr                  string        `envconfig:"RESP_ADDR" desc:"address of the Redis-protocol listener, such as :6380, for the SDKs' own Redis Big Segment stores (see docs/sdks.md), with the TLS settings of ADDR (rediss://; client certificates included); unset means off"`
 	ReadyRequiresFresh        bool          `envconfig:"READY_REQUIRES_FRESH" desc:"make /readyz fail while the data is stale, not only while the store is unavailable"`
 	InventoryInterval         time.Duration `envconfig:"INVENTORY_INTERVAL" desc:"how often each environment's store is scanned to count the contexts of each segment; 0: no scans" range:"0 or at least 1s"`
-	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most contexts a scan reads a second, so that it never competes with lookups" range:"at least 1"`
+	InventoryReadsPerSecond   int           `envconfig:"INVENTORY_READS_PER_SECOND" desc:"most reads a scan makes a second: each context read counts one, and each key or item the walk of the store steps over (on Redis every key of the database, the environment's or not) one more" range:"at least 1"`
 	InventoryMaxSegments      int           `envconfig:"INVENTORY_MAX_SEGMENTS" desc:"segments of each environment exported as bigseg_segment_contexts series, the largest" range:"0 to 10000"`
 	ShutdownDelay             time.Duration `envconfig:"SHUTDOWN_DELAY" desc:"on SIGTERM, how long /readyz answers 503 while requests are still served, so load balancers notice (a second signal ends it; SIGINT, as from Ctrl-C, skips it)" range:"not negative"`
 

@@ -13,12 +13,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bigseg/bigseg/internal/dynamotest"
 	"github.com/bigseg/bigseg/segments"
 )
 
 // Run's goroutine is the caller's: none may outlive a test.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := dynamotest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
@@ -51,7 +52,7 @@ func (s *fakeStore) Metadata(context.Context) (segments.Metadata, error) {
 	return segments.Metadata{Cursor: s.cursor}, nil
 }
 
-func (s *fakeStore) Scan(ctx context.Context, each func(string, segments.Membership) error) error {
+func (s *fakeStore) Scan(ctx context.Context, _ func(int) error, each func(string, segments.Membership) error) error {
 	s.mu.Lock()
 	s.scans++
 	members, failAfter, before, failWith := s.members, s.failAfter, s.before, cmp.Or(s.failWith, errDown)
@@ -121,6 +122,13 @@ func (f *fakeFleet) SaveInventory(_ context.Context, data []byte) error {
 }
 
 func (f *fakeFleet) LoadInventory(context.Context) ([]byte, error) { return f.lease.data, nil }
+
+func (f *fakeFleet) ReleaseLease(_ context.Context, owner string) error {
+	if f.lease.holder == owner {
+		f.lease.holder = ""
+	}
+	return nil
+}
 
 // fakeClock is a clock whose sleeps pass at once, moving its time on.
 type fakeClock struct{ t time.Time }

@@ -4,11 +4,13 @@
 // completes).
 //
 // One loop (Loop.Run) scans every environment whose store is a Scanner, one at a time,
-// at most Settings.ReadsPerSecond contexts a second, and publishes each result on its
+// at most Settings.ReadsPerSecond reads a second (a context read, or a key the walk of the
+// store steps over: on Redis every key of the database), and publishes each result on its
 // Environment (SetInventory) and to an Observer (the metrics). Its memory grows with the
 // segments found, never with the contexts. A store that replicas share (a Fleet: Redis,
-// DynamoDB) is scanned by the one replica that holds its lease, which stores the result; the
-// others load it and serve it. Report runs one scan for the server inventory command.
+// DynamoDB) is scanned by the one replica that holds its lease, which renews it while it
+// scans, stores the result, and gives the lease back when Run ends; the others load the result
+// and serve it. Report runs one scan for the server inventory command.
 package inventory
 
 import (
@@ -29,7 +31,7 @@ import (
 // metrics.Inventory's; the scan counts all.)
 type Settings struct {
 	Interval       time.Duration // between two scans of every environment; 0 or less: no scans
-	ReadsPerSecond int           // contexts read a second while a scan runs; 0 or less: no limit
+	ReadsPerSecond int           // reads a second while a scan runs (pacer); 0 or less: no limit
 }
 
 // Observer is told of each environment's inventory as it is published: the last complete
@@ -50,6 +52,9 @@ type Fleet interface {
 	SaveInventory(ctx context.Context, data []byte) error
 	// LoadInventory returns the result last stored, nil (and no error) if none.
 	LoadInventory(ctx context.Context) ([]byte, error)
+	// ReleaseLease gives the scan lease up if owner holds it (and does nothing if not), so
+	// that another replica can take it at once.
+	ReleaseLease(ctx context.Context, owner string) error
 }
 
 // Loop scans every environment's store, in turn, every interval (Run).
@@ -68,6 +73,7 @@ type target struct {
 	sc       Scanner
 	fleet    Fleet // nil: this replica scans the store alone
 	readOnly bool  // the store refused this replica the lease: it only loads
+	held     bool  // this replica took the lease last it asked: Run gives it back when it ends
 	shrunk   int   // of the inventory published
 	retry    bool  // this round's scan or lease failed for a reason that may pass soon
 }
@@ -95,8 +101,10 @@ func owner() string {
 }
 
 // Run scans (or loads) every environment at once and then every interval, until ctx ends;
-// with no interval, or no environment to scan, it returns at once. It returns nil: a failed
-// scan is logged and published on its environment, and the next interval tries again.
+// with no interval, or no environment to scan, it returns at once. A round starts an interval
+// after the one before started (at once if that one took longer). It returns nil: a failed
+// scan is logged and published on its environment, and the next interval tries again. When
+// ctx ends it gives back the leases it holds, so that another replica scans at once.
 func (l *Loop) Run(ctx context.Context) error {
 	if l.settings.Interval <= 0 || len(l.targets) == 0 {
 		return nil
@@ -104,6 +112,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	for _, t := range l.targets {
 		l.publish(t, t.env.Inventory())
 	}
+	defer l.release(ctx)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -112,16 +121,40 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
+		start := time.Now()
 		next := l.settings.Interval
 		if l.round(ctx) { // a scan failed: a store's hiccup costs a retry, not an interval
-			next = min(next, retryAfter)
+			next = min(next, time.Since(start)+retryAfter)
 		}
-		timer.Reset(next)
+		timer.Reset(next - time.Since(start))
 	}
 }
 
 // retryAfter is how soon a failed scan is tried again, if sooner than the interval.
 const retryAfter = time.Minute
+
+// releaseTimeout bounds the release of the leases at shutdown: a store that does not answer
+// delays it no more than that, and the lease then lapses as it would have.
+const releaseTimeout = 2 * time.Second
+
+// release gives back the leases this replica holds, each bounded by releaseTimeout after ctx
+// ended.
+func (l *Loop) release(ctx context.Context) {
+	for _, t := range l.targets {
+		if t.fleet == nil || !t.held {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		err := t.fleet.ReleaseLease(rctx, l.owner)
+		cancel()
+		if err != nil {
+			l.log.Warn("give back the inventory scan lease; it lapses by itself", "environment", t.env.Name, "err", err)
+			continue
+		}
+		t.held = false
+		l.log.Info("gave back the inventory scan lease", "environment", t.env.Name)
+	}
+}
 
 // round scans, or loads, each environment once, and says whether a scan or lease failed in a
 // way worth trying again soon.
@@ -149,8 +182,14 @@ func (l *Loop) scanOne(ctx context.Context, t *target) {
 	running := prev
 	running.State = segments.ScanRunning
 	t.env.SetInventory(running)
-	inv, err := scan(ctx, t.env, t.sc, l.settings.ReadsPerSecond, l.clock, nil)
-	if err != nil {
+	inv, err := scan(ctx, t.env, t.sc, l.settings.ReadsPerSecond, l.clock, nil, l.keeper(t))
+	switch {
+	case errors.Is(err, errLeaseLost):
+		t.env.SetInventory(prev)
+		t.held = false
+		log.Warn("inventory scan stopped: another replica holds the scan lease now, and this one serves the counts it stores", "err", err)
+		return
+	case err != nil:
 		t.env.SetInventory(prev)
 		if ctx.Err() == nil {
 			l.failed(t, err)
@@ -189,16 +228,17 @@ func (l *Loop) publish(t *target, inv segments.Inventory) {
 }
 
 // lead takes (or renews) t's scan lease, and says whether this replica scans. The lease lasts
-// an interval and a half: its holder renews it each interval (after scanning the environments
-// before it), and when the holder stops, another replica scans within two and a half intervals
-// of its last scan, inside the alert's three.
+// an interval and a half: its holder renews it at the start of each round, and every third of
+// an interval while it scans (keeper), so a scan longer than the lease keeps it; when the
+// holder stops without giving it back, another replica scans within two and a half intervals
+// of its last renewal, inside the alert's three.
 func (l *Loop) lead(ctx context.Context, t *target) bool {
 	if t.readOnly {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	held, err := t.fleet.TakeLease(ctx, l.owner, l.settings.Interval*3/2)
+	held, err := t.fleet.TakeLease(ctx, l.owner, l.leaseTTL())
 	switch {
 	case errors.Is(err, fs.ErrPermission):
 		t.readOnly = true
@@ -206,14 +246,54 @@ func (l *Loop) lead(ctx context.Context, t *target) bool {
 			"environment", t.env.Name, "err", err)
 		return false
 	case err != nil:
-		l.log.Warn("take the inventory scan lease", "environment", t.env.Name, "err", err)
-		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
-			l.failed(t, fmt.Errorf("take the scan lease: %w", err))
+		if stopping(ctx) {
+			return false
 		}
+		l.log.Warn("take the inventory scan lease", "environment", t.env.Name, "err", err)
+		l.failed(t, fmt.Errorf("take the scan lease: %w", err))
 		return false
 	}
+	t.held = held
 	return held
 }
+
+// leaseTTL is how long a lease lasts unless renewed: an interval and a half.
+func (l *Loop) leaseTTL() time.Duration { return l.settings.Interval * 3 / 2 }
+
+// errLeaseLost stops a scan whose lease another replica took (this one renewed it too late).
+var errLeaseLost = errors.New("another replica holds the scan lease")
+
+// keeper returns what renews t's lease while a scan of it runs (nil if t has no lease): every
+// third of an interval of scan time, called between reads, one TakeLease. It fails with
+// errLeaseLost if another replica holds the lease, so that two replicas never scan at once.
+func (l *Loop) keeper(t *target) func(context.Context) error {
+	if t.fleet == nil {
+		return nil
+	}
+	every := l.settings.Interval / 3
+	next := l.clock.now().Add(every)
+	return func(ctx context.Context) error {
+		now := l.clock.now()
+		if now.Before(next) {
+			return nil
+		}
+		next = now.Add(every)
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		held, err := t.fleet.TakeLease(ctx, l.owner, l.leaseTTL())
+		if err != nil {
+			return fmt.Errorf("renew the scan lease: %w", err)
+		}
+		if !held {
+			return errLeaseLost
+		}
+		return nil
+	}
+}
+
+// stopping says whether a call bounded by callTimeout under ctx failed because the loop ends
+// (Run's context was canceled), which is no failure to show; one that timed out is.
+func stopping(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
 // save stores inv for the other replicas.
 func (l *Loop) save(ctx context.Context, t *target, inv segments.Inventory) {
@@ -224,7 +304,10 @@ func (l *Loop) save(ctx context.Context, t *target, inv segments.Inventory) {
 	}
 }
 
-// load serves the result the lease holder stored, if newer than the one served.
+// load serves the result the lease holder stored, if newer than the one served. A load that
+// fails is recorded as a failed scan is: the counts served stay, with the error, until a newer
+// result is served; what is stored but is not an inventory as bigseg stores it is invalid
+// data, which waits the interval to be replaced.
 func (l *Loop) load(ctx context.Context, t *target) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -235,10 +318,15 @@ func (l *Loop) load(ctx context.Context, t *target) {
 	var inv segments.Inventory
 	var n int
 	if err == nil {
-		inv, n, err = decode(data)
+		if inv, n, err = decode(data); err != nil {
+			err = fmt.Errorf("%w: %w", segments.ErrInvalidData, err)
+		}
 	}
 	if err != nil {
-		l.log.Warn("load the inventory another replica stored", "environment", t.env.Name, "err", err)
+		if !stopping(ctx) {
+			l.failed(t, fmt.Errorf("load the stored inventory: %w", err))
+			l.log.Warn("load the inventory another replica stored", "environment", t.env.Name, "err", err)
+		}
 		return
 	}
 	if inv.FinishedAt.Equal(t.env.Inventory().FinishedAt) {

@@ -293,3 +293,50 @@ func TestInvalidDataWaitsTheInterval(t *testing.T) {
 		}
 	})
 }
+
+// Rounds are timed from their start: a scan of half an interval is followed by the next an
+// interval after it started, not an interval after it ended, so a holder renews its lease every
+// interval, inside the lease's interval and a half.
+func TestRoundsTimedFromTheirStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{members: members(1800, "a")} // 30 minutes at 1 a second
+		env := environment(t, "production", store)
+		l := New([]*segments.Environment{env}, Settings{Interval: time.Hour, ReadsPerSecond: 1}, slog.New(slog.DiscardHandler), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go l.Run(ctx)
+		time.Sleep(time.Hour + time.Second)
+		synctest.Wait()
+		if store.scanned() != 2 {
+			t.Errorf("%d scans began within an interval and a second, want 2", store.scanned())
+		}
+	})
+}
+
+// A scan renews its lease every third of an interval; if another replica holds it by then
+// (this one renewed too late), the scan stops, so that two replicas never scan at once: it is
+// no failure to show, and the counts served stay.
+func TestScanStopsWhenTheLeaseIsLost(t *testing.T) {
+	fc := newFakeClock()
+	shared := &lease{now: fc.clock().now}
+	store := &fakeStore{members: members(3600, "a")} // an hour at 1 a second
+	store.before = func(n int) {
+		if n == 600 { // ten minutes in: another replica took the lease
+			shared.holder, shared.expires = "another", fc.t.Add(interval)
+		}
+	}
+	env := environment(t, "production", &fakeFleet{fakeStore: store, lease: shared})
+	var logs bytes.Buffer
+	l := New([]*segments.Environment{env}, Settings{Interval: interval, ReadsPerSecond: 1}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	l.clock = fc.clock()
+	l.round(t.Context())
+	if got := env.Inventory(); got.State != segments.ScanNone || got.LastError != "" {
+		t.Errorf("after the lease was lost: %+v, want no scan and no error", got)
+	}
+	if took := fc.t.Sub(newFakeClock().t); took < interval/3 || took > interval/3+time.Second {
+		t.Errorf("the scan stopped after %v, want at the first renewal, %v in", took, interval/3)
+	}
+	if !strings.Contains(logs.String(), "another replica holds the scan lease") || l.targets[0].held {
+		t.Errorf("held %v; logs: %s", l.targets[0].held, logs.String())
+	}
+}

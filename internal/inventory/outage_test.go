@@ -53,7 +53,7 @@ func TestCursorsAreTheStores(t *testing.T) {
 	store.mu.Lock()
 	store.cursor = "c1"
 	store.mu.Unlock()
-	inv, err := scan(t.Context(), env, store, 0, newFakeClock().clock(), nil)
+	inv, err := scan(t.Context(), env, store, 0, newFakeClock().clock(), nil, nil)
 	if err != nil || inv.CursorStart != "c1" || inv.CursorFinish != "c1" {
 		t.Errorf("cursors %q to %q (%v), want the store's c1", inv.CursorStart, inv.CursorFinish, err)
 	}

@@ -75,7 +75,7 @@ func report(ctx context.Context, envs []*segments.Environment, s Settings, o Out
 			fmt.Fprintf(stderr, "%s: %s\n", e.Name, where(o.Store, e.Prefix))
 		}
 		m := meter{w: progress, env: e.Name, c: c, start: c.now()}
-		inv, err := scan(ctx, e, e.Store.(Scanner), s.ReadsPerSecond, c, m.update)
+		inv, err := scan(ctx, e, e.Store.(Scanner), s.ReadsPerSecond, c, m.update, nil)
 		m.done(inv.Contexts)
 		if err != nil {
 			return fmt.Errorf("environment %s: %w", e.Name, err)

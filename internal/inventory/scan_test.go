@@ -35,7 +35,7 @@ func TestCounts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &fakeStore{members: tc.members, cursor: "c1"}
 			env := environment(t, "production", store)
-			inv, err := scan(t.Context(), env, store, 0, newFakeClock().clock(), nil)
+			inv, err := scan(t.Context(), env, store, 0, newFakeClock().clock(), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestCursorsAtStartAndFinish(t *testing.T) {
 			store.cursor = "c2" // Scan holds no lock while each runs
 		}
 	}
-	inv, err := scan(t.Context(), environment(t, "production", store), store, 0, newFakeClock().clock(), nil)
+	inv, err := scan(t.Context(), environment(t, "production", store), store, 0, newFakeClock().clock(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestRateLimitHolds(t *testing.T) {
 			t.Fatalf("context %d read %v after the start: over %d a second", i+1, fc.t.Sub(start), perSecond)
 		}
 	}
-	inv, err := scan(t.Context(), environment(t, "production", store), store, perSecond, fc.clock(), nil)
+	inv, err := scan(t.Context(), environment(t, "production", store), store, perSecond, fc.clock(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestRateLimitSleepsInSteps(t *testing.T) {
 	c := fc.clock()
 	sleep := c.sleep
 	c.sleep = func(ctx context.Context, d time.Duration) error { sleeps++; return sleep(ctx, d) }
-	if _, err := scan(t.Context(), environment(t, "production", store), store, perSecond, c, nil); err != nil {
+	if _, err := scan(t.Context(), environment(t, "production", store), store, perSecond, c, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if want := n / int(perSecond*minSleep/time.Second); sleeps > want+1 { // one per 10 contexts here
@@ -122,7 +122,7 @@ func TestNoLimitNeverSleeps(t *testing.T) {
 		t.Fatal("slept without a limit")
 		return nil
 	}}
-	if _, err := scan(t.Context(), environment(t, "production", store), store, 0, c, nil); err != nil {
+	if _, err := scan(t.Context(), environment(t, "production", store), store, 0, c, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -134,5 +134,26 @@ func TestShrunk(t *testing.T) {
 		{Ref: "new", Included: 1}}
 	if got := shrunk(prev, next); got != 2 {
 		t.Errorf("shrunk = %d, want 2 (over-half and gone; half lost exactly half)", got)
+	}
+}
+
+// A long wait (a SCAN reply that stepped over 100 keys, at 1 read a second) sleeps in steps of
+// at most maxSleep and calls keep between them, so that it never outlasts the scan's lease.
+func TestLongWaitKeepsBetweenSleeps(t *testing.T) {
+	fc := newFakeClock()
+	c := fc.clock()
+	start, longest, sleeps, keeps := fc.t, time.Duration(0), 0, 0
+	p := pacer{rate: 1, now: c.now, start: start,
+		sleep: func(ctx context.Context, d time.Duration) error {
+			sleeps, longest = sleeps+1, max(longest, d)
+			return c.sleep(ctx, d)
+		},
+		keep: func(context.Context) error { keeps++; return nil }}
+	if err := p.wait(t.Context(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if took := fc.t.Sub(start); took != 100*time.Second || longest > maxSleep || keeps != sleeps+1 {
+		t.Errorf("waited %v in %d sleeps (the longest %v) with %d keeps; want 100s, none over %v, a keep after each and at the end",
+			took, sleeps, longest, keeps, maxSleep)
 	}
 }

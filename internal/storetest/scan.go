@@ -13,8 +13,11 @@ import (
 
 // Scanner is a store that can list every context it holds, as the inventory scans it.
 type Scanner interface {
-	Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error
+	Scan(ctx context.Context, walked func(skipped int) error, each func(hash string, m segments.Membership) error) error
 }
+
+// noWalk is a walked that lets a scan go on.
+func noWalk(int) error { return nil }
 
 // NewScanner returns a store holding seed and nothing else, that can scan itself.
 type NewScanner func(t *testing.T, seed Seed) Scanner
@@ -60,7 +63,7 @@ func RunScan(t *testing.T, newStore NewScanner) {
 	t.Run("each's error ends the scan", func(t *testing.T) {
 		store := newStore(t, ScanSeed(250))
 		stop, calls := errors.New("stop"), 0
-		err := store.Scan(context.Background(), func(string, segments.Membership) error {
+		err := store.Scan(context.Background(), noWalk, func(string, segments.Membership) error {
 			if calls++; calls == 3 {
 				return stop
 			}
@@ -77,13 +80,28 @@ func RunScan(t *testing.T, newStore NewScanner) {
 			}
 		}
 	})
+	t.Run("walked's error ends the scan", func(t *testing.T) {
+		store := newStore(t, ScanSeed(250))
+		stop, walks, emitted := errors.New("stop"), 0, 0
+		err := store.Scan(context.Background(), func(int) error {
+			walks++
+			return stop
+		}, func(string, segments.Membership) error {
+			emitted++
+			return nil
+		})
+		// A store that walks nothing (the embedded one) never calls walked.
+		if walks > 0 && (!errors.Is(err, stop) || walks != 1 || emitted != 0) {
+			t.Errorf("Scan = %v after %d walks and %d contexts, want walked's error after its first call and none", err, walks, emitted)
+		}
+	})
 }
 
 // Scanned is what a scan of store emits, by hash; a context emitted twice fails the test.
 func Scanned(t testing.TB, store Scanner) map[string]map[string]bool {
 	t.Helper()
 	got := map[string]map[string]bool{}
-	err := store.Scan(context.Background(), func(hash string, m segments.Membership) error {
+	err := store.Scan(context.Background(), noWalk, func(hash string, m segments.Membership) error {
 		if _, twice := got[hash]; twice {
 			t.Errorf("context %s emitted twice", hash)
 		}

@@ -73,6 +73,22 @@ func (s *Store) TakeLease(ctx context.Context, owner string, ttl time.Duration) 
 	return true, nil
 }
 
+// ReleaseLease deletes the scan lease if owner holds it (a DeleteItem on the condition that
+// owner is its owner), and does nothing if not, so that another replica takes it at its next
+// round rather than when it expires.
+func (s *Store) ReleaseLease(ctx context.Context, owner string) error {
+	_, err := s.client.DeleteItem(ctx, &awsdynamodb.DeleteItemInput{TableName: &s.table, Key: primaryKey(s.InventoryNamespace(), leaseKey),
+		ConditionExpression:       aws.String("#o = :o"),
+		ExpressionAttributeNames:  map[string]string{"#o": attrOwner},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: owner}},
+	})
+	var other *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &other) {
+		return fmt.Errorf("release the inventory lease %s/%s: %w", s.InventoryNamespace(), leaseKey, err)
+	}
+	return nil
+}
+
 // SaveInventory stores data, gzipped, as the last complete inventory (one PutItem that
 // replaces the one before). An item over DynamoDB's 400 KB is refused before it is sent.
 func (s *Store) SaveInventory(ctx context.Context, data []byte) error {

@@ -183,3 +183,30 @@ func TestInventoryInvalid(t *testing.T) {
 		t.Errorf("no data: LoadInventory = %v, want ErrInvalidData", err)
 	}
 }
+
+// ReleaseLease gives the lease back if its owner asks, so that another replica takes it at
+// once, and leaves another owner's alone; with no lease it does nothing.
+func TestReleaseLease(t *testing.T) {
+	c, table := moto(t)
+	p := prefix(t)
+	a, b := dynamodb.New(c, table, p), dynamodb.New(c, table, p)
+	ctx := context.Background()
+	if err := a.ReleaseLease(ctx, "a"); err != nil {
+		t.Fatalf("ReleaseLease with no lease: %v", err)
+	}
+	if !takeLease(t, a, "a", time.Hour) {
+		t.Fatal("a could not take a free lease")
+	}
+	if err := b.ReleaseLease(ctx, "b"); err != nil {
+		t.Fatalf("b's ReleaseLease of a's lease: %v", err)
+	}
+	if takeLease(t, b, "b", time.Hour) {
+		t.Fatal("b's release gave it a's lease")
+	}
+	if err := a.ReleaseLease(ctx, "a"); err != nil {
+		t.Fatalf("a's ReleaseLease: %v", err)
+	}
+	if !takeLease(t, b, "b", time.Hour) {
+		t.Error("b could not take the lease a gave back")
+	}
+}

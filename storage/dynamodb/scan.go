@@ -27,8 +27,9 @@ const scanPage = 100
 // An answer without Items, an item that is not a context's of the prefix, a set that is not a
 // string set, or a ref that is not valid UTF-8, fails the scan with segments.ErrInvalidData; a
 // failed call fails it too. Every call is bounded by the client's retries and ctx; no
-// connection is held while each runs.
-func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error {
+// connection is held while each runs. After each page, walked is told the items it read that
+// are not emitted (those with neither set).
+func (s *Store) Scan(ctx context.Context, walked func(skipped int) error, each func(hash string, m segments.Membership) error) error {
 	in := &awsdynamodb.QueryInput{
 		TableName: &s.table, ConsistentRead: aws.Bool(s.consistent), Limit: aws.Int32(scanPage),
 		KeyConditionExpression:    aws.String("#n = :n"),
@@ -45,6 +46,9 @@ func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Memb
 		s.addReadUnits(out.ConsumedCapacity)
 		page, err := s.scannedPage(out)
 		if err != nil {
+			return err
+		}
+		if err := walked(len(out.Items) - len(page)); err != nil {
 			return err
 		}
 		for _, c := range page {

@@ -136,7 +136,7 @@ func TestScanInvalidDataFails(t *testing.T) {
 	dynamotest.Put(t, c, table, bad)
 	store := dynamodb.New(c, table, p)
 	scan := func() error {
-		return store.Scan(context.Background(), func(string, segments.Membership) error { return nil })
+		return store.Scan(context.Background(), func(int) error { return nil }, func(string, segments.Membership) error { return nil })
 	}
 	if err := scan(); !errors.Is(err, segments.ErrInvalidData) || !strings.Contains(err.Error(), "not a string set") {
 		t.Errorf("an included list: Scan = %v, want ErrInvalidData", err)

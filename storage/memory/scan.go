@@ -12,8 +12,9 @@ const scanPage = 100
 
 // Scan is the inventory's scan over the snapshot held when it starts (a Replace meanwhile
 // is seen by the next scan), in no particular order: every context with refs, once. It holds
-// nothing that reads or Replace wait for, and gives up when ctx ends, between two pages.
-func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error {
+// nothing that reads or Replace wait for, and gives up when ctx ends, between two pages. It
+// walks no store, so it never calls walked.
+func (s *Store) Scan(ctx context.Context, _ func(skipped int) error, each func(hash string, m segments.Membership) error) error {
 	n := 0
 	for h, m := range s.snap.Load().memberships {
 		if n++; n%scanPage == 1 {

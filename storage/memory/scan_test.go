@@ -43,7 +43,7 @@ func TestScanSkipsEntriesWithoutRefs(t *testing.T) {
 func TestScanEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := memory.New(fixtureOf(storetest.ScanSeed(10)), time.Now).Scan(ctx, func(string, segments.Membership) error {
+	err := memory.New(fixtureOf(storetest.ScanSeed(10)), time.Now).Scan(ctx, func(int) error { return nil }, func(string, segments.Membership) error {
 		t.Error("each called after ctx ended")
 		return nil
 	})

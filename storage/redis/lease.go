@@ -27,6 +27,25 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
+// releaseLease deletes the lease if owner holds it, in one step, as extendLease extends it: a
+// lease that expired and that another replica took since is left to that one.
+var releaseLease = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// ReleaseLease deletes the scan lease if owner holds it (a script that compares and deletes),
+// and does nothing if not, so that another replica takes it at its next round rather than when
+// it expires.
+func (s *Store) ReleaseLease(ctx context.Context, owner string) error {
+	key := LeaseKey(s.prefix)
+	if err := releaseLease.Run(ctx, s.client, []string{key}, owner).Err(); err != nil {
+		return fmt.Errorf("release the inventory lease %s: %w", key, err)
+	}
+	return nil
+}
+
 // TakeLease takes the scan lease for ttl if it is free (SET NX PX), or extends it if owner
 // holds it already (a script that compares and extends), and says whether owner holds it now.
 // Redis expires it, so replicas' clocks do not matter. A user who may not write gets Redis's

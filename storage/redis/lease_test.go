@@ -113,7 +113,7 @@ func TestLeaseReadOnlyUser(t *testing.T) {
 		t.Errorf("LoadInventory = %q, %v; want nil, nil", data, err)
 	}
 	n := 0
-	if err := store.Scan(ctx, func(string, segments.Membership) error { n++; return nil }); err != nil || n != 1 {
+	if err := store.Scan(ctx, func(int) error { return nil }, func(string, segments.Membership) error { n++; return nil }); err != nil || n != 1 {
 		t.Errorf("Scan as a reader: %d contexts, %v; want 1", n, err)
 	}
 }
@@ -124,5 +124,32 @@ func TestLeasePerPrefix(t *testing.T) {
 	p1, p2 := redistest.Prefix(t, c), redistest.Prefix(t, c)
 	if !takeLease(t, redis.New(c, p1), "a", time.Minute) || !takeLease(t, redis.New(c, p2), "b", time.Minute) {
 		t.Error("two environments' leases are not independent")
+	}
+}
+
+// ReleaseLease gives the lease back if its owner asks, so that another replica takes it at
+// once, and leaves another owner's alone; with no lease it does nothing.
+func TestReleaseLease(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	a, b := redis.New(c, prefix), redis.New(c, prefix) // two replicas
+	ctx := context.Background()
+	if err := a.ReleaseLease(ctx, "a"); err != nil {
+		t.Fatalf("ReleaseLease with no lease: %v", err)
+	}
+	if !takeLease(t, a, "a", time.Hour) {
+		t.Fatal("a could not take a free lease")
+	}
+	if err := b.ReleaseLease(ctx, "b"); err != nil {
+		t.Fatalf("b's ReleaseLease of a's lease: %v", err)
+	}
+	if takeLease(t, b, "b", time.Hour) {
+		t.Fatal("b's release gave it a's lease")
+	}
+	if err := a.ReleaseLease(ctx, "a"); err != nil {
+		t.Fatalf("a's ReleaseLease: %v", err)
+	}
+	if !takeLease(t, b, "b", time.Hour) {
+		t.Error("b could not take the lease a gave back")
 	}
 }

@@ -22,43 +22,59 @@ type keyScanner interface {
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *goredis.ScanCmd
 }
 
-// Scan is the inventory's scan in two passes over every master (the server itself, or
-// every master of a cluster, one after another): SCAN the include keys, and read both sets of
-// each context found, a page of contexts per pipeline; then SCAN the exclude keys, and read
-// those of contexts with no include key (EXISTS), which the first pass did not see. Each
-// context is emitted once, with both its sets, when nothing writes meanwhile. SCAN may return
-// a key twice (while Redis rehashes), and a context written between the passes may be seen in
-// both or neither: a scan during writes may count a context twice, or miss it. A context with
-// no refs (a set emptied since SCAN found it) is not emitted.
+// Scan is the inventory's scan in one walk of every master (the server itself, or every
+// master of a cluster, one after another) for the prefix's include and exclude keys. The
+// contexts of include keys are read with both their sets, a page of contexts per pipeline; an
+// exclude key's context is read (EXISTS of its include key, and its exclude set) and emitted
+// only if it has no include key, as its include key's emits it. Each context is emitted once,
+// with both its sets, when nothing writes meanwhile. SCAN may return a key twice (while Redis
+// rehashes), and a context written during the walk may be seen twice or not at all: a scan
+// during writes may count a context twice, or miss it. A context with no refs (a set emptied
+// since SCAN found it) is not emitted.
+//
+// SCAN's MATCH filters the keys after it examined them: each reply examines about scanPage
+// keys of the whole database, the prefix's or not. So walked is called after each reply with
+// the keys it stepped over without a context to emit (scanPage less its include keys): the
+// inventory's pace counts the keys the walk examines, not the contexts alone.
 //
 // A key under the prefix's layout that is not a set, or a ref that is not valid UTF-8, fails
 // the scan with segments.ErrInvalidData; a failed command fails it too. Every command is bounded
 // by the client's timeouts and ctx; no connection is held while each runs.
-func (s *Store) Scan(ctx context.Context, each func(hash string, m segments.Membership) error) error {
-	for _, include := range []bool{true, false} {
-		prefix := s.ExcludeKey("")
-		if include {
-			prefix = s.IncludeKey("")
+func (s *Store) Scan(ctx context.Context, walked func(skipped int) error, each func(hash string, m segments.Membership) error) error {
+	incPrefix, excPrefix := s.IncludeKey(""), s.ExcludeKey("")
+	included := make([]string, 0, 2*scanPage)
+	excluded := make([]string, 0, 2*scanPage)
+	flush := func(hashes *[]string, include bool, least int) error {
+		if len(*hashes) < least || len(*hashes) == 0 {
+			return nil
 		}
-		hashes := make([]string, 0, 2*scanPage)
-		err := s.forEachKey(ctx, prefix, scanPage, func(keys []string) error {
-			for _, k := range keys {
-				hashes = append(hashes, strings.TrimPrefix(k, prefix))
+		defer func() { *hashes = (*hashes)[:0] }()
+		return s.emitPage(ctx, *hashes, include, each)
+	}
+	err := s.forEachKey(ctx, s.prefix+":big_segment_", scanPage, func(keys []string) error {
+		n := len(included)
+		for _, k := range keys {
+			if h, ok := strings.CutPrefix(k, incPrefix); ok {
+				included = append(included, h)
+			} else if h, ok := strings.CutPrefix(k, excPrefix); ok {
+				excluded = append(excluded, h)
 			}
-			if len(hashes) < scanPage {
-				return nil
-			}
-			defer func() { hashes = hashes[:0] }()
-			return s.emitPage(ctx, hashes, include, each)
-		})
-		if err == nil && len(hashes) > 0 {
-			err = s.emitPage(ctx, hashes, include, each)
 		}
-		if err != nil {
+		if err := walked(max(0, scanPage-(len(included)-n))); err != nil {
 			return err
 		}
+		if err := flush(&included, true, scanPage); err != nil {
+			return err
+		}
+		return flush(&excluded, false, scanPage)
+	})
+	if err == nil {
+		err = flush(&included, true, 0)
 	}
-	return nil
+	if err == nil {
+		err = flush(&excluded, false, 0)
+	}
+	return err
 }
 
 // forEachKey SCANs every master (the server itself, or each master of a cluster in turn) for

@@ -84,7 +84,7 @@ func TestScanInvalidDataFails(t *testing.T) {
 			store := redis.New(c, redistest.Prefix(t, c))
 			seed(t, c, store, storetest.ScanSeed(20))
 			tt.write(store, segments.Hash("bad"))
-			err := store.Scan(ctx, func(string, segments.Membership) error { return nil })
+			err := store.Scan(ctx, func(int) error { return nil }, func(string, segments.Membership) error { return nil })
 			if !errors.Is(err, segments.ErrInvalidData) {
 				t.Errorf("Scan = %v, want ErrInvalidData", err)
 			}
