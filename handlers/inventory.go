@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -57,6 +58,35 @@ func writeInventory(w http.ResponseWriter, env string, inv segments.Inventory) {
 	e.raw("}")
 	e.close()
 }
+
+// WriteInventories writes invs, of the environments named, as GET /segments answers each: one
+// object, or an array of them for several (server inventory --json).
+func WriteInventories(w io.Writer, names []string, invs []segments.Inventory) error {
+	many := len(invs) != 1
+	if many {
+		_, _ = io.WriteString(w, "[")
+	}
+	for i, inv := range invs {
+		if i > 0 {
+			_, _ = io.WriteString(w, ",")
+		}
+		writeInventory(plainWriter{w, http.Header{}}, names[i], inv)
+	}
+	if many {
+		_, err := io.WriteString(w, "]\n")
+		return err
+	}
+	return nil
+}
+
+// plainWriter is an http.ResponseWriter over a plain io.Writer: an answer without its headers.
+type plainWriter struct {
+	io.Writer
+	h http.Header
+}
+
+func (p plainWriter) Header() http.Header { return p.h }
+func (plainWriter) WriteHeader(int)       {}
 
 // timeOrNil is t in RFC 3339 (UTC, as precise as it is), nil for the zero time: a JSON null,
 // or a field left out.

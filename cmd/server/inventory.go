@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/inventory"
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/segments"
@@ -39,6 +40,9 @@ func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr
 	if err != nil {
 		return err
 	}
-	return inventory.Report(ctx, svc.Environments(), inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond},
-		inventory.Output{Environment: *name, Store: store.name, Table: store.table, JSON: *asJSON}, stdout, stderr)
+	out := inventory.Output{Environment: *name, Store: store.name, Table: store.table}
+	if *asJSON {
+		out.JSON = handlers.WriteInventories
+	}
+	return inventory.Report(ctx, svc.Environments(), inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond}, out, stdout, stderr)
 }

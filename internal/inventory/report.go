@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +21,7 @@ const redraw = 250 * time.Millisecond
 type Output struct {
 	Environment  string
 	Store, Table string
-	JSON         bool
+	JSON         func(w io.Writer, names []string, invs []segments.Inventory) error // writes what GET /segments answers; nil: tables
 }
 
 // pick returns the environment of envs named name, every one if name is "", or an error that
@@ -71,7 +70,7 @@ func report(ctx context.Context, envs []*segments.Environment, s Settings, o Out
 	}
 	invs := make([]segments.Inventory, 0, len(envs))
 	for _, e := range envs {
-		if o.JSON {
+		if o.JSON != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", e.Name, where(o.Store, e.Prefix))
 		}
 		m := meter{w: progress, env: e.Name, c: c, start: c.now()}
@@ -82,8 +81,12 @@ func report(ctx context.Context, envs []*segments.Environment, s Settings, o Out
 		}
 		invs = append(invs, inv)
 	}
-	if o.JSON {
-		return writeJSON(out, envs, invs)
+	if o.JSON != nil {
+		names := make([]string, len(envs))
+		for i, e := range envs {
+			names[i] = e.Name
+		}
+		return o.JSON(out, names, invs)
 	}
 	return writeTable(out, o.Store, envs, invs)
 }
@@ -91,20 +94,6 @@ func report(ctx context.Context, envs []*segments.Environment, s Settings, o Out
 // where describes an environment's store and prefix.
 func where(store, prefix string) string {
 	return fmt.Sprintf("store %s, prefix %q", store, prefix)
-}
-
-// writeJSON writes each inventory as GET /segments answers it: one object, or an array.
-func writeJSON(out io.Writer, envs []*segments.Environment, invs []segments.Inventory) error {
-	bodies := make([]segmentsBody, len(invs))
-	for i, inv := range invs {
-		bodies[i] = toSegmentsBody(envs[i].Name, inv)
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	if len(bodies) == 1 {
-		return enc.Encode(bodies[0])
-	}
-	return enc.Encode(bodies)
 }
 
 // writeTable writes each environment's store, prefix and totals, then its segments, one a line.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/apitest"
 	"github.com/bigseg/bigseg/segments"
 )
@@ -43,7 +44,7 @@ beta.g1  1         0
 // to stderr.
 func TestReportJSON(t *testing.T) {
 	var out, stderr bytes.Buffer
-	if err := report(t.Context(), reportEnvs(t), Settings{}, Output{Store: "redis", JSON: true}, &out, &stderr, nil, newFakeClock().clock()); err != nil {
+	if err := report(t.Context(), reportEnvs(t), Settings{}, Output{Store: "redis", JSON: handlers.WriteInventories}, &out, &stderr, nil, newFakeClock().clock()); err != nil {
 		t.Fatal(err)
 	}
 	var got []json.RawMessage
@@ -64,7 +65,7 @@ func TestReportJSON(t *testing.T) {
 		t.Errorf("stderr %q, want %q", stderr.String(), w)
 	}
 	out.Reset()
-	if err := report(t.Context(), reportEnvs(t)[:1], Settings{}, Output{Store: "redis", JSON: true}, &out, io.Discard, nil, newFakeClock().clock()); err != nil {
+	if err := report(t.Context(), reportEnvs(t)[:1], Settings{}, Output{Store: "redis", JSON: handlers.WriteInventories}, &out, io.Discard, nil, newFakeClock().clock()); err != nil {
 		t.Fatal(err)
 	}
 	apitest.CheckSchema(t, "Inventory", out.Bytes())
