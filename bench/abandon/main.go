@@ -90,20 +90,8 @@ func run(bin, redisAddr string, delay time.Duration, scenario string, duration t
 	for range map[string]int{"hangup": 200, "batches": 100}[scenario] {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				var ok bool
-				if scenario == "hangup" {
-					rctx, stop := context.WithTimeout(ctx, 50*time.Millisecond)
-					ok = lookup(rctx, client, base, key())
-					stop()
-				} else {
-					keys := make([]string, 100)
-					for i := range keys {
-						keys[i] = key()
-					}
-					ok = batch(ctx, client, base, keys)
-				}
 				others.Add(1)
-				if ok {
+				if attackOnce(ctx, scenario, client, base, key) {
 					othersAnswered.Add(1)
 				}
 			}
@@ -124,6 +112,21 @@ func run(bin, redisAddr string, delay time.Duration, scenario string, duration t
 		"the others' requests answered healthy %d of %d; contexts read %d, over %d connections to Redis\n",
 		scenario, delay, duration, failed, lookups, slowest.Round(time.Millisecond), othersAnswered.Load(), others.Load(), (p.smembers.Load()-readBefore)/2, p.conns.Load())
 	return nil
+}
+
+// attackOnce sends one of the scenario's requests (a lookup hung up after 50 ms, or a batch of
+// 100 new contexts) and says whether it was answered.
+func attackOnce(ctx context.Context, scenario string, client *http.Client, base string, key func() string) bool {
+	if scenario == "hangup" {
+		rctx, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer stop()
+		return lookup(rctx, client, base, key())
+	}
+	keys := make([]string, 100)
+	for i := range keys {
+		keys[i] = key()
+	}
+	return batch(ctx, client, base, keys)
 }
 
 // startServer starts bin on a free port with the settings env (NAME=value) and those given
