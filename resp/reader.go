@@ -79,6 +79,10 @@ func (r *reader) next() ([][][]byte, error) {
 	}
 }
 
+// begun says whether what has arrived holds the beginning of a command (next returns every
+// whole one, so at most the beginning of one is left).
+func (r *reader) begun() bool { return r.start < r.end }
+
 // protocolError is a command the protocol cannot read; the client is told, then the
 // connection is closed, as Redis does.
 type protocolError string

@@ -149,3 +149,60 @@ func TestRESPStreamedPipelineHoldsOneBuffer(t *testing.T) {
 		t.Errorf("heap in use peaked at %d MiB streaming %d MiB through one connection, over %d MiB", peak>>20, sent>>20, bound>>20)
 	}
 }
+
+// A command begun in the same write as whole ones before it (a pipeline cut inside a command)
+// must arrive within the read timeout, as one begun in a write of its own must: before, the
+// listener answered the whole ones, then waited for more of the socket with the idle bound
+// (none by default) while the beginning already sat in its buffer, so the connection stayed
+// open for good.
+func TestRESPCommandBegunBehindWholeOnesIsTimedOut(t *testing.T) {
+	const readTimeout = 250 * time.Millisecond
+	addr := serve(t, service(t, contexts), resp.Config{ReadTimeout: readTimeout}) // IdleTimeout 0: none
+	for _, c := range []struct {
+		name, send string
+	}{
+		{"RESP", "*1\r\n$4\r\nPING\r\n*2\r\n$8\r\nSMEM"},
+		{"inline", "PING\r\nSMEM"},
+		{"one byte begun", "PING\r\n*"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn := dial(t, addr)
+			if _, err := io.WriteString(conn, c.send); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // 40 read timeouts
+			got, err := io.ReadAll(conn)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("still open after 10s, with a read timeout of %v (answered %q)", readTimeout, got)
+			}
+			if string(got) != "+PONG\r\n" {
+				t.Errorf("answered %q, %v; want +PONG, then the connection closed", got, err)
+			}
+		})
+	}
+}
+
+// With no idle timeout (the default, as Redis's timeout 0), a connection with nothing begun
+// may wait between commands far longer than the read timeout.
+func TestRESPIdleConnectionIsNotTimedOut(t *testing.T) {
+	const readTimeout = 250 * time.Millisecond
+	conn := dial(t, serve(t, service(t, contexts), resp.Config{ReadTimeout: readTimeout}))
+	pong := make([]byte, len("+PONG\r\n"))
+	for i := range 2 {
+		if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
+			t.Fatalf("PING %d: %v", i, err)
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(conn, pong); err != nil || string(pong) != "+PONG\r\n" {
+			t.Fatalf("PING %d: %q, %v", i, pong, err)
+		}
+		if i == 0 { // idle for 4 read timeouts: the server must neither answer nor close
+			conn.SetReadDeadline(time.Now().Add(4 * readTimeout))
+			n, err := conn.Read(pong)
+			if ne, ok := err.(net.Error); n > 0 || !ok || !ne.Timeout() {
+				t.Fatalf("idle for %v: read %d bytes, %v; want nothing (the connection open)", 4*readTimeout, n, err)
+			}
+		}
+	}
+}

@@ -254,7 +254,7 @@ func (s *Server) serve(c *conn) {
 	rd := newReader(cc, maxCommandBytes)
 	idle := s.cfg.ReadTimeout // a client sends its first command as it connects
 	for {
-		if err := cc.Next(idle); err != nil || s.draining.Load() {
+		if err := next(cc, rd, idle); err != nil || s.draining.Load() {
 			return
 		}
 		idle = s.cfg.IdleTimeout
@@ -286,6 +286,16 @@ func (s *Server) serve(c *conn) {
 			return
 		}
 	}
+}
+
+// next begins the connection's next command: it may take up to idle to begin, unless its first bytes came
+// with the commands before it (a pipeline cut in the middle of one): it has begun then, and the
+// rest of it must come within the read timeout.
+func next(cc *limit.CommandConn, rd *reader, idle time.Duration) error {
+	if rd.begun() {
+		return cc.Begun()
+	}
+	return cc.Next(idle)
 }
 
 func (s *Server) busy(c *conn, busy bool) {

@@ -14,7 +14,7 @@ var ErrCommandTooLong = errors.New("command too long")
 // protocol: a command is read until it is whole) can make the server read for one command: at
 // most max bytes, and, once its first byte has arrived, within timeout. So a declared 1 GB
 // argument costs what arrives of it, at most max, and a command sent a byte a second is cut
-// off. Next begins each command.
+// off. Next begins each command, or Begun one whose first bytes came with the one before.
 type CommandConn struct {
 	net.Conn
 	max     int
@@ -36,6 +36,14 @@ func (c *CommandConn) Next(idle time.Duration) error {
 		deadline = time.Now().Add(idle)
 	}
 	return c.Conn.SetReadDeadline(deadline)
+}
+
+// Begun begins a command whose first bytes have arrived already, read with the commands before
+// it: the rest of it must arrive within timeout from now, however long the connection may idle
+// between commands (a client must not hold it open with half a command pipelined behind whole ones).
+func (c *CommandConn) Begun() error {
+	c.read, c.started = 0, true
+	return c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
 }
 
 // Read reads no more than what is left of the command's bound; past it, ErrCommandTooLong.

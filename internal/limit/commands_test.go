@@ -56,3 +56,31 @@ func TestCommandConnTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestCommandConnBegun: a command whose first bytes came with the one before must arrive whole
+// within its timeout from Begun, not from the first byte read after it (which would let a
+// client trickling it in a byte at a time, or never, push the deadline on).
+func TestCommandConnBegun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		server, client := net.Pipe()
+		defer server.Close()
+		defer client.Close()
+		c := NewCommandConn(server, 1024, time.Second)
+		start := time.Now()
+		if err := c.Begun(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			client.Write([]byte("$4")) // and then nothing more
+		}()
+		buf := make([]byte, 16)
+		if n, err := c.Read(buf); err != nil || n != 2 {
+			t.Fatalf("more of the command: %d, %v", n, err)
+		}
+		_, err := c.Read(buf)
+		if !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) != time.Second { // synctest's clock, exact
+			t.Errorf("the rest of the command, never sent: %v after %v; want the deadline 1s after Begun", err, time.Since(start))
+		}
+	})
+}
