@@ -182,6 +182,9 @@ func TestLookupBadKeys(t *testing.T) {
 		{"/memberships/%FF", 400, "not valid UTF-8"},
 		{"/memberships/a%2F%FF", 400, "not valid UTF-8"},
 		{"/memberships/", 404, "context key is empty"},
+		{"/memberships/a?contextHash=YQ==", 400, "not both"},
+		{"/memberships/a/explain?contextHash=YQ==", 400, "not both"},
+		{"/memberships/a?other=1", 200, ""},
 	}
 	for _, tt := range tests {
 		resp, body := get(t, srv.URL+tt.path)
@@ -642,19 +645,24 @@ func TestMethodsWithoutARouteAreUnmatched(t *testing.T) {
 	}
 }
 
-// TestRequestBodiesOnlyWhereRead: a body is refused on every route but POST /memberships, and
-// a request refused before its body was read has its connection closed at once, not read to
-// the end of a body that may never come.
+// TestRequestBodiesOnlyWhereRead: a body is refused with GET, HEAD and OPTIONS; a wrong method
+// or route with a body is a 405 or 404 as without one; and a request refused before its body was
+// read has its connection closed at once, not read to the end of a body that may never come.
 func TestRequestBodiesOnlyWhereRead(t *testing.T) {
 	srv := newServer(t, memoryStore(t, nil), defended(handlers.Config{}, newTokens([]string{"s3cret"})))
-	for _, tt := range []struct{ method, path string }{
-		{"GET", "/memberships/alice"}, {"GET", "/status"}, {"POST", "/status"}, {"OPTIONS", "/memberships"},
-		{"GET", "/nowhere"}, {"DELETE", "/memberships"},
+	for _, tt := range []struct {
+		method, path string
+		code         int
+		msg          string
+	}{
+		{"GET", "/memberships/alice", 400, "takes no request body"}, {"GET", "/status", 400, "takes no request body"},
+		{"OPTIONS", "/memberships", 400, "takes no request body"}, {"GET", "/nowhere", 400, "takes no request body"},
+		{"POST", "/status", 405, "not allowed"}, {"DELETE", "/memberships", 405, "not allowed"}, {"PATCH", "/nowhere", 404, "no such route"},
 	} {
 		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader("x"))
 		resp, body := apitest.Do(t, nil, req)
-		if resp.StatusCode != 400 || !strings.Contains(string(body), "takes no request body") || !resp.Close {
-			t.Errorf("%s %s with a body: %d %s (close %v), want 400 and the connection closed", tt.method, tt.path, resp.StatusCode, body, resp.Close)
+		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.msg) || !resp.Close {
+			t.Errorf("%s %s with a body: %d %s (close %v), want %d and the connection closed", tt.method, tt.path, resp.StatusCode, body, resp.Close, tt.code)
 		}
 	}
 	for name, headers := range map[string]string{

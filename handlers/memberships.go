@@ -37,6 +37,9 @@ func (s *server) getMembership() http.HandlerFunc {
 // pathKey returns the context key of the path, unescaped exactly once: chi hands over the
 // escaped value when the path had escapes that matter (RawPath set, as for "%2F").
 func (s *server) pathKey(r *http.Request) (string, error) {
+	if r.URL.RawQuery != "" && r.URL.Query().Has("contextHash") { // which would be looked up?
+		return "", errors.New("give the context key in the path or contextHash, not both")
+	}
 	key := chi.URLParam(r, "contextKey")
 	if r.URL.RawPath != "" {
 		var err error

@@ -4,17 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 )
 
-// noBodies refuses a body on every route but POST [/environments/{env}]/memberships, first:
-// no other route reads one, and net/http would read one left unread at the client's pace.
+// noBodies refuses a body sent with GET, HEAD or OPTIONS, first: no such route reads one, and
+// net/http would read one left unread at the client's pace. Another method is routed: only
+// POST [/environments/{env}]/memberships reads a body, the rest answer 404 or 405, closing the
+// connection without reading it (Error).
 func (s *server) noBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && (r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/memberships")) {
+		if r.ContentLength != 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions) {
 			Error(w, r, http.StatusBadRequest, "this route takes no request body")
 			return
 		}
