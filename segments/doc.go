@@ -75,10 +75,8 @@
 // Concurrent misses of one context in one generation share one read: singleflight, keyed by
 // generation and hash. The read runs in the context of the lookup that began it, bounded by
 // the lookup timeout (Config.LookupTimeout), and first takes a slot of the environment's
-// semaphore, waiting for it in that context and at most a quarter of the lookup timeout, so that
-// a read begun has most of the timeout left (misses that arrive faster than the store answers
-// fail early rather than all late): a caller that has gone takes no slot, and misses whose
-// callers hang up cost the store nothing. If that first caller goes before its read is
+// semaphore, waiting for it in that context: a caller that has gone takes no slot, and misses
+// whose callers hang up cost the store nothing. If that first caller goes before its read is
 // done, the read is abandoned, and each caller still waiting reads again itself (the first of
 // them for the others) rather than failing. The read runs on the first caller's goroutine
 // (singleflight's Do: a goroutine of its own would grow its stack inside the store client at

@@ -144,35 +144,15 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships holding a slot of each semaphore, taken within ctx and within a
-// quarter of the lookup timeout (slotWait), so that a read begun has most of it left: misses that
-// arrive faster than the store answers fail early, and those read are answered. It returns one
+// readStore reads memberships holding a slot of each semaphore, taken within ctx. It returns one
 // Read per hash, always: a store that panics or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
-	var waited <-chan time.Time // made when a slot is not free at once
 	for _, sem := range sems {
 		select {
 		case sem <- struct{}{}:
 			defer func() { <-sem }()
-			continue
-		default:
-		}
-		if waited == nil {
-			t := time.NewTimer(e.svc.cfg.LookupTimeout / 4)
-			defer t.Stop()
-			waited = t.C
-		}
-		var err error
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		case <-waited:
-			err = e.svc.slotWait
 		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-		if err != nil {
-			return slices.Repeat([]Read{{Err: fmt.Errorf("read membership: %w", err)}}, len(hashes))
+			return slices.Repeat([]Read{{Err: fmt.Errorf("read membership: %w", context.Cause(ctx))}}, len(hashes))
 		}
 	}
 	start := time.Now()

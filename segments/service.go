@@ -42,10 +42,9 @@ type Config struct {
 
 // Service holds every environment served, their poll loop (Run), readiness and changes.
 type Service struct {
-	cfg      Config
-	envs     []*Environment
-	timeout  error // the cause of a lookup's end at LookupTimeout: a deadline exceeded
-	slotWait error // a read's when no read slot was free within a quarter of LookupTimeout
+	cfg     Config
+	envs    []*Environment
+	timeout error // the cause of a lookup's end at LookupTimeout: a deadline exceeded
 
 	polling  chan struct{}                 // the poll lock (a slot of one): polls run one at a time
 	changes  atomic.Pointer[chan struct{}] // closed, and replaced, by a poll that changes something
@@ -74,7 +73,6 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, polling: make(chan struct{}, 1)}
 	s.timeout = fmt.Errorf("no answer within %v: %w", cfg.LookupTimeout, context.DeadlineExceeded)
-	s.slotWait = fmt.Errorf("no store read free within %v: misses arrive faster than the store answers", cfg.LookupTimeout/4)
 	s.changes.Store(new(make(chan struct{})))
 	if s.cfg.ReadMetadata == nil {
 		s.cfg.ReadMetadata = s.readEach

@@ -164,7 +164,7 @@ var removed = map[string]string{
 	"MAX_HEADER_BYTES":               "request headers are bounded at 16 KiB (431 beyond, after the 4 KiB of slack Go's server adds)",
 	"RESP_MAX_CONNS":                 "the Redis-protocol listener takes as many connections as BIGSEG_MAX_CONNS: set that (to %s) instead",
 	"RESP_READ_TIMEOUT":              "a Redis-protocol command gets twice BIGSEG_BODY_READ_TIMEOUT to arrive: set that (to half of %s) instead",
-	"SHED_WAIT":                      "a lookup that misses the cache waits for one of its environment's BIGSEG_STORE_READS_IN_FLIGHT store reads at most a quarter of BIGSEG_LOOKUP_TIMEOUT: set that instead",
+	"SHED_WAIT":                      "lookups wait for no slot of their own: a lookup that misses the cache waits for one of its environment's BIGSEG_STORE_READS_IN_FLIGHT store reads, within BIGSEG_LOOKUP_TIMEOUT",
 	"MAX_BATCH_REFS":                 "a batch's answer holds at most 100 segment refs a lookup of BIGSEG_MAX_BATCH: set that (to a hundredth of %s) instead",
 	"ACCESS_LOG":                     "every request is logged at BIGSEG_LOG_LEVEL=debug",
 	"RESP_TLS":                       "the Redis-protocol listener serves TLS (rediss://) whenever BIGSEG_TLS_CERT_FILE is set, plain otherwise",
