@@ -76,7 +76,9 @@
 // generation and hash. The read runs in the context of the lookup that began it, bounded by
 // the lookup timeout (Config.LookupTimeout), and first takes a slot of the environment's
 // semaphore, waiting for it in that context: a caller that has gone takes no slot, and misses
-// whose callers hang up cost the store nothing. If that first caller goes before its read is
+// whose callers hang up cost the store nothing. A read is not begun with less time left than
+// the last successful one took, so that under misses faster than the store answers, slots go
+// to reads that can finish rather than to reads abandoned midway. If that first caller goes before its read is
 // done, the read is abandoned, and each caller still waiting reads again itself (the first of
 // them for the others) rather than failing. The read runs on the first caller's goroutine
 // (singleflight's Do: a goroutine of its own would grow its stack inside the store client at

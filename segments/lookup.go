@@ -38,6 +38,7 @@ type state struct {
 	half       int            // the most entries either go-cache holds
 	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
+	lastRead   time.Duration // how long the last successful store read took (see readStore)
 
 	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
 	slots      chan struct{}      // the semaphore of store reads
@@ -144,8 +145,11 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships holding a slot of each semaphore, taken within ctx. It returns one
-// Read per hash, always: a store that panics or miscounts fails the read.
+// readStore reads memberships holding a slot of each semaphore, taken within ctx. A read is not
+// begun with less time left than the last successful one took: under misses that arrive faster
+// than the store answers, the slot goes at once to a caller that can still be answered, rather
+// than to a read abandoned midway. It returns one Read per hash, always: a store that panics or
+// miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
@@ -154,6 +158,13 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		case <-ctx.Done():
 			return slices.Repeat([]Read{{Err: fmt.Errorf("read membership: %w", context.Cause(ctx))}}, len(hashes))
 		}
+	}
+	e.mu.RLock()
+	last := e.lastRead
+	e.mu.RUnlock()
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < last {
+		err := fmt.Errorf("read membership: %v left for a store read, the last took %v: misses arrive faster than the store answers", time.Until(deadline).Round(time.Millisecond), last.Round(time.Millisecond))
+		return slices.Repeat([]Read{{Err: err}}, len(hashes))
 	}
 	start := time.Now()
 	var reads []Read
@@ -176,6 +187,11 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		reads[i] = r
 	}
 	e.obs.StoreRead(OpMemberships, time.Since(start), first)
+	if first == nil {
+		e.mu.Lock()
+		e.lastRead = time.Since(start)
+		e.mu.Unlock()
+	}
 	return reads
 }
 

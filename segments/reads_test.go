@@ -317,3 +317,58 @@ func TestBatchesLeaveSlotsToSingleLookups(t *testing.T) {
 		}
 	})
 }
+
+// slowStore is a fakeStore whose every read takes d.
+type slowStore struct {
+	*fakeStore
+	d time.Duration
+}
+
+func (s slowStore) Memberships(ctx context.Context, hashes []string) []Read {
+	select {
+	case <-time.After(s.d):
+		return s.fakeStore.Memberships(ctx, hashes)
+	case <-ctx.Done():
+		reads := make([]Read, len(hashes))
+		for i := range reads {
+			reads[i].Err = ctx.Err()
+		}
+		return reads
+	}
+}
+
+// TestOverloadAnswersTheStoresCapacity: misses arriving faster than a slow store answers them
+// (50 callers each asking for a new context as soon as answered, a read taking 0.3 s of a 1 s
+// lookup timeout, 4 read slots: 400 reads in 30 s at the most) still get most of the store's
+// capacity answered, since a miss waits for a slot at most a quarter of the lookup timeout and
+// a read begun has most of it left. Waiting on in a queue, each would get its slot when its
+// time was nearly up, and about none would be answered.
+func TestOverloadAnswersTheStoresCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFakeStore()
+		store.setMeta(time.Now(), nil)
+		s := newOne(slowStore{store, 300 * time.Millisecond}, Config{NoCache: true, ReadsInFlight: 4, LookupTimeout: time.Second})
+		s.Poll(t.Context())
+		end := time.Now().Add(30 * time.Second)
+		var next, answered, refused atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 20 * time.Millisecond) // arrivals spread, as real ones are
+				for time.Now().Before(end) {
+					switch r := s.LookupHash(t.Context(), Hash(strconv.FormatInt(next.Add(1), 10))); {
+					case r.Err == nil:
+						answered.Add(1)
+					case strings.Contains(r.Err.Error(), "misses arrive faster"):
+						refused.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if answered.Load() < 300 || refused.Load() == 0 {
+			t.Errorf("%d answered, %d not read for want of time, of %d: want at least 300 answered (400 at the most)", answered.Load(), refused.Load(), next.Load())
+		}
+		t.Logf("%d answered, %d not read for want of time, of %d", answered.Load(), refused.Load(), next.Load())
+	})
+}
