@@ -50,7 +50,7 @@ func exported(t *testing.T) map[string]map[string]bool {
 	prefix := redistest.Prefix(t, c)
 	seedRedis(t, c, prefix, map[string][2][]string{"alice": {{"seg.g1"}, nil}}, time.Now()) // a segment, for the inventory's series
 	srv := start(t, map[string]string{"BIGSEG_REDIS_URL": redistest.URL(t), "BIGSEG_PREFIX": prefix, "BIGSEG_RESP_ADDR": "127.0.0.1:0",
-		"BIGSEG_INVENTORY_INTERVAL": "1h"})
+		"BIGSEG_INVENTORY_INTERVAL": "1h", "BIGSEG_INVENTORY_READS_PER_SECOND": "1000000"}) // the walk is paced by every key of the shared Redis
 	waitFor(t, "the first inventory scan", func() bool { return inventoryOf(t, srv).Scan.State == "complete" })
 	add(srv)
 	_, table := dynamoTable(t)
