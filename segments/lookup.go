@@ -146,10 +146,11 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 }
 
 // readStore reads memberships holding a slot of each semaphore, taken within ctx. A read is not
-// begun with less time left than the last successful one took: under misses that arrive faster
-// than the store answers, the slot goes at once to a caller that can still be answered, rather
-// than to a read abandoned midway. It returns one Read per hash, always: a store that panics or
-// miscounts fails the read.
+// begun with less time left than the last successful one took, if that was under half the
+// lookup timeout: under misses that arrive faster than the store answers, the slot goes at once
+// to a caller that can still be answered, rather than to a read abandoned midway; after a read
+// slower than that, every lookup reads again, so the rule can never keep a store unread. It
+// returns one Read per hash, always: a store that panics or miscounts fails the read.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
@@ -162,7 +163,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	e.mu.RLock()
 	last := e.lastRead
 	e.mu.RUnlock()
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < last {
+	if deadline, ok := ctx.Deadline(); ok && last < e.svc.cfg.LookupTimeout/2 && time.Until(deadline) < last {
 		err := fmt.Errorf("read membership: %v left for a store read, the last took %v: misses arrive faster than the store answers", time.Until(deadline).Round(time.Millisecond), last.Round(time.Millisecond))
 		return slices.Repeat([]Read{{Err: err}}, len(hashes))
 	}

@@ -372,3 +372,34 @@ func TestOverloadAnswersTheStoresCapacity(t *testing.T) {
 		t.Logf("%d answered, %d not read for want of time, of %d", answered.Load(), refused.Load(), next.Load())
 	})
 }
+
+// lateStore is a fakeStore whose reads take d, whatever their context: as a store client that
+// answers past its deadline.
+type lateStore struct {
+	*fakeStore
+	d *time.Duration
+}
+
+func (s lateStore) Memberships(ctx context.Context, hashes []string) []Read {
+	time.Sleep(*s.d)
+	return s.fakeStore.Memberships(ctx, hashes)
+}
+
+// TestSlowReadDoesNotStopReads: after a read that took longer than the lookup timeout (a store
+// that answered past its deadline), lookups still read the store: the rule that keeps reads
+// from beginning without the time to finish never applies to so slow a read.
+func TestSlowReadDoesNotStopReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFakeStore()
+		store.setMeta(time.Now(), nil)
+		store.put("alice", []string{"beta.g1"}, nil)
+		d := 1200 * time.Millisecond
+		s := newOne(lateStore{store, &d}, Config{NoCache: true, LookupTimeout: time.Second})
+		s.Poll(t.Context())
+		s.LookupHash(t.Context(), Hash("bob"))
+		d = time.Millisecond
+		if r := s.LookupHash(t.Context(), Hash("alice")); r.Err != nil || r.Membership.Len() != 1 {
+			t.Errorf("after a slow read: %+v", r)
+		}
+	})
+}
