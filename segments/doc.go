@@ -36,9 +36,10 @@
 //
 // # An environment's state
 //
-// Each environment has one sync.RWMutex over its published status, its cache and its inventory
-// (a hit takes it to read), a singleflight.Group of its reads, and a semaphore of its store
-// reads with batches' share of it (buffered channels, Config.ReadsInFlight); the Service adds a
+// Each environment has one sync.RWMutex over its published status, its cache, its inventory and
+// how long its last store read took (a hit takes it to read), a singleflight.Group of its
+// reads, and a semaphore of its store reads with batches' share of it (buffered channels,
+// Config.ReadsInFlight); the Service adds a
 // poll lock (a buffered channel of one), the channel of changes (an atomic pointer) and the
 // draining flag. Nothing runs between lookups but Run's one goroutine.
 //
