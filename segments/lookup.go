@@ -15,9 +15,6 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// cursorTTL is an answer's TTL while the store has a cursor: a new cursor drops it sooner.
-const cursorTTL = time.Hour
-
 // Environment is one environment served: its name (in routes, scopes and metrics), the prefix of
 // its data and its store, read-only once New has made it part of a Service.
 type Environment struct {
@@ -34,8 +31,8 @@ type Environment struct {
 type state struct {
 	mu         sync.RWMutex   // guards the fields up to flight
 	status     *StoreStatus   // nil before the first poll
-	young, old *gocache.Cache // the cache, nil when off; entries expire on the Service's clock
-	half       int            // the most entries either go-cache holds
+	young, old *gocache.Cache // the cache; entries expire on the Service's clock
+	half       int            // the most entries either go-cache holds; 0: the cache is off
 	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
 	lastRead   time.Duration // how long the last successful store read took (see readStore)
@@ -99,7 +96,7 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 	}
 	ttl := e.svc.cfg.CacheTTL
 	if st.Cursor != "" {
-		ttl = cursorTTL
+		ttl = time.Hour // a new cursor drops the answer sooner
 	}
 	for i, h := range hashes {
 		if answers[i].Cached {
@@ -213,7 +210,7 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	e.mu.RLock()
 	st, gen, young, old := e.status, e.gen, e.young, e.old
 	e.mu.RUnlock()
-	if young == nil {
+	if e.half == 0 {
 		return st, Membership{}, false
 	}
 	v, inYoung := young.Get(hash)
@@ -234,7 +231,7 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.young == nil || gen != e.gen {
+	if e.half == 0 || gen != e.gen {
 		return
 	}
 	if _, replaces := e.young.Get(hash); !replaces && e.young.ItemCount() >= e.half {
@@ -247,9 +244,6 @@ func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 func (e *Environment) CacheLen() int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.young == nil {
-		return 0
-	}
 	return e.young.ItemCount() + e.old.ItemCount()
 }
 

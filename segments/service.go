@@ -65,9 +65,7 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if !cfg.NoCache && cfg.CacheSize < 2*len(envs) {
 		return nil, fmt.Errorf("a cache of %d answers cannot be shared by %d environments: each needs 2 at least", cfg.CacheSize, len(envs))
 	}
@@ -87,9 +85,10 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("environment %q has no store", in.Name)
 		}
 		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: cfg.Logger, obs: nopObserver{}}
-		e.state = &state{slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
+		e.state = &state{young: newGoCache(), old: newGoCache(), inventory: Inventory{State: ScanNone},
+			slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
 		if !cfg.NoCache {
-			e.half, e.young, e.old = cfg.CacheSize/len(envs)/2, newGoCache(), newGoCache()
+			e.half = cfg.CacheSize / len(envs) / 2
 		}
 		if len(envs) > 1 {
 			e.log = e.log.With("environment", e.Name)
@@ -243,12 +242,11 @@ func (e *Environment) snapshot() (*StoreStatus, uint64) {
 // firstStatus is snapshot's, after a poll within ctx if none has finished yet, so that the
 // first answers carry a true status.
 func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
-	st, gen := e.snapshot()
-	if st != nil {
-		return st, gen
+	if st, _ := e.snapshot(); st == nil {
+		e.svc.poll(ctx, true)
 	}
-	e.svc.poll(ctx, true)
-	if st, gen = e.snapshot(); st == nil { // ctx ended first
+	st, gen := e.snapshot()
+	if st == nil { // ctx ended first
 		st = &StoreStatus{Stale: true, CheckedAt: e.svc.cfg.Now()}
 	}
 	return st, gen
@@ -274,7 +272,9 @@ func (s *Service) poll(ctx context.Context, onlyFirst bool) {
 	defer cancel()
 	start := time.Now()
 	var reads []MetadataRead
-	panicked := safely(func() { reads = s.cfg.ReadMetadata(readCtx) })
+	if err := safely(func() { reads = s.cfg.ReadMetadata(readCtx) }); err != nil {
+		reads = slices.Repeat([]MetadataRead{{Err: err}}, len(s.envs))
+	}
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		return
 	}
@@ -282,10 +282,7 @@ func (s *Service) poll(ctx context.Context, onlyFirst bool) {
 	changed := false
 	for i, e := range s.envs {
 		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
-		switch {
-		case panicked != nil:
-			r.Err = panicked
-		case i < len(reads):
+		if i < len(reads) {
 			r = reads[i]
 		}
 		changed = e.record(r.Metadata, r.Err) || changed
@@ -318,13 +315,12 @@ func (e *Environment) record(md Metadata, err error) bool {
 	st.Available, st.CheckedAt = err == nil, now
 	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
-	if err != nil && (prev == nil || prev.Available) {
-		st.LastErrorAt = now
-	}
 	if err != nil {
+		if prev == nil || prev.Available {
+			st.LastErrorAt = now
+		}
 		st.LastError = err.Error()
-	}
-	if err == nil {
+	} else {
 		st.LastError, st.LastErrorAt, st.LastSynchronized = "", time.Time{}, md.LastSynchronized
 		if prev == nil || dataChanged {
 			st.Cursor, st.DataChangedAt = md.Cursor, now
@@ -337,10 +333,7 @@ func (e *Environment) record(md Metadata, err error) bool {
 	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.cfg.StaleAfter
 	e.status = &st
 	if dataChanged {
-		e.gen++
-		if e.young != nil {
-			e.young, e.old = newGoCache(), newGoCache()
-		}
+		e.gen, e.young, e.old = e.gen+1, newGoCache(), newGoCache()
 	}
 	e.mu.Unlock()
 
@@ -372,9 +365,6 @@ func (e *Environment) logStatus(st StoreStatus, err error) {
 	}
 }
 
-// recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
-const recoveryPollInterval = time.Second
-
 // Run polls at once, then every poll interval (every second while a store is unreachable),
 // until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
@@ -389,7 +379,7 @@ func (s *Service) Run(ctx context.Context) error {
 			next := s.cfg.PollInterval
 			for _, e := range s.envs {
 				if st, _ := e.Status(); st.Unreachable {
-					next = min(next, recoveryPollInterval)
+					next = min(next, time.Second)
 				}
 			}
 			timer.Reset(next)
