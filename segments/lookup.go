@@ -210,9 +210,6 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	e.mu.RLock()
 	st, gen, young, old := e.status, e.gen, e.young, e.old
 	e.mu.RUnlock()
-	if e.half == 0 {
-		return st, Membership{}, false
-	}
 	v, inYoung := young.Get(hash)
 	if !inYoung {
 		v, _ = old.Get(hash)

@@ -104,12 +104,8 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 // ValidateName says why name cannot be an environment's, or nil: the one rule of names, which
 // are part of paths, metrics and tokens' scopes. (A regexp would weigh 50 KB.)
 func ValidateName(name string) error {
-	ok := len(name) > 0 && len(name) <= 63 && name[0] != '-' && name[0] != '_'
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-	}
-	if !ok {
+	if name == "" || len(name) > 63 || name[0] == '-' || name[0] == '_' ||
+		strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
 		return errors.New("a name is lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (it is part of paths)")
 	}
 	return nil
