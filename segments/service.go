@@ -364,21 +364,18 @@ func (e *Environment) logStatus(st StoreStatus, err error) {
 // Run polls at once, then every poll interval (every second while a store is unreachable),
 // until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
 	for {
+		s.Poll(ctx)
+		next := s.cfg.PollInterval
+		for _, e := range s.envs {
+			if st, _ := e.Status(); st.Unreachable {
+				next = min(next, time.Second)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
-			s.Poll(ctx)
-			next := s.cfg.PollInterval
-			for _, e := range s.envs {
-				if st, _ := e.Status(); st.Unreachable {
-					next = min(next, time.Second)
-				}
-			}
-			timer.Reset(next)
+		case <-time.After(next):
 		}
 	}
 }
