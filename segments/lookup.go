@@ -142,12 +142,10 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships holding a slot of each semaphore, taken within ctx. A read is not
-// begun with less time left than the last successful one took, if that was under half the
-// lookup timeout: under misses that arrive faster than the store answers, the slot goes at once
-// to a caller that can still be answered, rather than to a read abandoned midway; after a read
-// slower than that, every lookup reads again, so the rule can never keep a store unread. It
-// returns one Read per hash, always: a store that panics or miscounts fails the read.
+// readStore reads memberships holding a slot of each semaphore, taken within ctx, and returns one
+// Read per hash, always: a store that panics or miscounts fails the read. A read is not begun with
+// less time left than the last successful one took (see the package documentation), unless that
+// took half the lookup timeout or more: then every lookup reads, so the rule never keeps a store unread.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {

@@ -118,8 +118,7 @@ func (s *Service) Environments() []*Environment { return s.envs }
 func (s *Service) StaleAfter() time.Duration { return s.cfg.StaleAfter }
 
 // Changes returns a channel closed by the next poll that changes an environment's Available,
-// Stale or data: take it, read the statuses, wait, take it again; however slow, a subscriber
-// ends up with the latest, and never holds up the loop.
+// Stale or data: take it, read the statuses, wait for it, and take the next.
 func (s *Service) Changes() <-chan struct{} { return *s.changes.Load() }
 
 // Drain makes Readiness false from now on, so that load balancers stop sending traffic.
