@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	gocache "github.com/patrickmn/go-cache"
 	"golang.org/x/sync/singleflight"
@@ -173,8 +174,10 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	}
 	var first error
 	for i, r := range reads {
-		if r.Err == nil && !r.Membership.validUTF8() {
-			r.Err = fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)
+		for ref := range r.Membership.All() {
+			if r.Err == nil && !utf8.ValidString(ref) {
+				r.Err = fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)
+			}
 		}
 		if r.Err != nil {
 			r.Err = fmt.Errorf("read membership: %w", r.Err)
