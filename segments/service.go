@@ -237,11 +237,12 @@ func (e *Environment) snapshot() (*StoreStatus, uint64) {
 // firstStatus is snapshot's, after a poll within ctx if none has finished yet, so that the
 // first answers carry a true status.
 func (e *Environment) firstStatus(ctx context.Context) (*StoreStatus, uint64) {
-	if st, _ := e.snapshot(); st == nil {
-		e.svc.poll(ctx, true)
-	}
 	st, gen := e.snapshot()
-	if st == nil { // ctx ended first
+	if st != nil {
+		return st, gen
+	}
+	e.svc.poll(ctx, true)
+	if st, gen = e.snapshot(); st == nil { // ctx ended first
 		st = &StoreStatus{Stale: true, CheckedAt: e.svc.cfg.Now()}
 	}
 	return st, gen
@@ -328,7 +329,8 @@ func (e *Environment) record(md Metadata, err error) bool {
 	st.Stale = st.LastSynchronized.IsZero() || now.Sub(st.LastSynchronized) >= e.svc.cfg.StaleAfter
 	e.status = &st
 	if dataChanged {
-		e.gen, e.young, e.old = e.gen+1, newGoCache(), newGoCache()
+		e.gen++
+		e.young, e.old = newGoCache(), newGoCache()
 	}
 	e.mu.Unlock()
 
