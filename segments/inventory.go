@@ -34,9 +34,6 @@ type SegmentCount struct {
 func (e *Environment) Inventory() Inventory {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.inventory.State == "" {
-		return Inventory{State: ScanNone}
-	}
 	return e.inventory
 }
 

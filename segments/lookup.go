@@ -10,13 +10,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	gocache "github.com/patrickmn/go-cache"
 	"golang.org/x/sync/singleflight"
 )
-
-// cursorTTL is an answer's TTL while the store has a cursor: a new cursor drops it sooner.
-const cursorTTL = time.Hour
 
 // Environment is one environment served: its name (in routes, scopes and metrics), the prefix of
 // its data and its store, read-only once New has made it part of a Service.
@@ -34,8 +32,8 @@ type Environment struct {
 type state struct {
 	mu         sync.RWMutex   // guards the fields up to flight
 	status     *StoreStatus   // nil before the first poll
-	young, old *gocache.Cache // the cache, nil when off; entries expire on the Service's clock
-	half       int            // the most entries either go-cache holds
+	young, old *gocache.Cache // the cache; entries expire on the Service's clock
+	half       int            // the most entries either go-cache holds; 0: the cache is off
 	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
 	lastRead   time.Duration // how long the last successful store read took (see readStore)
@@ -99,7 +97,7 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 	}
 	ttl := e.svc.cfg.CacheTTL
 	if st.Cursor != "" {
-		ttl = cursorTTL
+		ttl = time.Hour // a new cursor drops the answer sooner
 	}
 	for i, h := range hashes {
 		if answers[i].Cached {
@@ -145,12 +143,10 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 	}
 }
 
-// readStore reads memberships holding a slot of each semaphore, taken within ctx. A read is not
-// begun with less time left than the last successful one took, if that was under half the
-// lookup timeout: under misses that arrive faster than the store answers, the slot goes at once
-// to a caller that can still be answered, rather than to a read abandoned midway; after a read
-// slower than that, every lookup reads again, so the rule can never keep a store unread. It
-// returns one Read per hash, always: a store that panics or miscounts fails the read.
+// readStore reads memberships holding a slot of each semaphore, taken within ctx, and returns one
+// Read per hash, always: a store that panics or miscounts fails the read. A read is not begun with
+// less time left than the last successful one took (see the package documentation), unless that
+// took half the lookup timeout or more: then every lookup reads, so the rule never keeps a store unread.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
@@ -178,8 +174,10 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	}
 	var first error
 	for i, r := range reads {
-		if r.Err == nil && !r.Membership.validUTF8() {
-			r.Err = fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)
+		for ref := range r.Membership.All() {
+			if r.Err == nil && !utf8.ValidString(ref) {
+				r.Err = fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)
+			}
 		}
 		if r.Err != nil {
 			r.Err = fmt.Errorf("read membership: %w", r.Err)
@@ -213,9 +211,6 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 	e.mu.RLock()
 	st, gen, young, old := e.status, e.gen, e.young, e.old
 	e.mu.RUnlock()
-	if young == nil {
-		return st, Membership{}, false
-	}
 	v, inYoung := young.Get(hash)
 	if !inYoung {
 		v, _ = old.Get(hash)
@@ -234,7 +229,7 @@ func (e *Environment) get(hash string) (*StoreStatus, Membership, bool) {
 func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.young == nil || gen != e.gen {
+	if e.half == 0 || gen != e.gen {
 		return
 	}
 	if _, replaces := e.young.Get(hash); !replaces && e.young.ItemCount() >= e.half {
@@ -247,9 +242,6 @@ func (e *Environment) put(hash string, en cacheEntry, gen uint64) {
 func (e *Environment) CacheLen() int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.young == nil {
-		return 0
-	}
 	return e.young.ItemCount() + e.old.ItemCount()
 }
 

@@ -65,9 +65,7 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if !cfg.NoCache && cfg.CacheSize < 2*len(envs) {
 		return nil, fmt.Errorf("a cache of %d answers cannot be shared by %d environments: each needs 2 at least", cfg.CacheSize, len(envs))
 	}
@@ -87,9 +85,10 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("environment %q has no store", in.Name)
 		}
 		e := &Environment{Name: in.Name, Prefix: in.Prefix, Store: in.Store, svc: s, log: cfg.Logger, obs: nopObserver{}}
-		e.state = &state{slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
+		e.state = &state{young: newGoCache(), old: newGoCache(), inventory: Inventory{State: ScanNone},
+			slots: make(chan struct{}, cfg.ReadsInFlight), batchSlots: make(chan struct{}, max(cfg.ReadsInFlight/2, 1))}
 		if !cfg.NoCache {
-			e.half, e.young, e.old = cfg.CacheSize/len(envs)/2, newGoCache(), newGoCache()
+			e.half = cfg.CacheSize / len(envs) / 2
 		}
 		if len(envs) > 1 {
 			e.log = e.log.With("environment", e.Name)
@@ -105,12 +104,8 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 // ValidateName says why name cannot be an environment's, or nil: the one rule of names, which
 // are part of paths, metrics and tokens' scopes. (A regexp would weigh 50 KB.)
 func ValidateName(name string) error {
-	ok := len(name) > 0 && len(name) <= 63 && name[0] != '-' && name[0] != '_'
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-	}
-	if !ok {
+	if name == "" || len(name) > 63 || name[0] == '-' || name[0] == '_' ||
+		strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
 		return errors.New("a name is lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (it is part of paths)")
 	}
 	return nil
@@ -123,8 +118,7 @@ func (s *Service) Environments() []*Environment { return s.envs }
 func (s *Service) StaleAfter() time.Duration { return s.cfg.StaleAfter }
 
 // Changes returns a channel closed by the next poll that changes an environment's Available,
-// Stale or data: take it, read the statuses, wait, take it again; however slow, a subscriber
-// ends up with the latest, and never holds up the loop.
+// Stale or data: take it, read the statuses, wait for it, and take the next.
 func (s *Service) Changes() <-chan struct{} { return *s.changes.Load() }
 
 // Drain makes Readiness false from now on, so that load balancers stop sending traffic.
@@ -274,7 +268,9 @@ func (s *Service) poll(ctx context.Context, onlyFirst bool) {
 	defer cancel()
 	start := time.Now()
 	var reads []MetadataRead
-	panicked := safely(func() { reads = s.cfg.ReadMetadata(readCtx) })
+	if err := safely(func() { reads = s.cfg.ReadMetadata(readCtx) }); err != nil {
+		reads = slices.Repeat([]MetadataRead{{Err: err}}, len(s.envs))
+	}
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		return
 	}
@@ -282,10 +278,7 @@ func (s *Service) poll(ctx context.Context, onlyFirst bool) {
 	changed := false
 	for i, e := range s.envs {
 		r := MetadataRead{Err: errors.New("read metadata: no answer for the store")}
-		switch {
-		case panicked != nil:
-			r.Err = panicked
-		case i < len(reads):
+		if i < len(reads) {
 			r = reads[i]
 		}
 		changed = e.record(r.Metadata, r.Err) || changed
@@ -318,13 +311,12 @@ func (e *Environment) record(md Metadata, err error) bool {
 	st.Available, st.CheckedAt = err == nil, now
 	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
-	if err != nil && (prev == nil || prev.Available) {
-		st.LastErrorAt = now
-	}
 	if err != nil {
+		if prev == nil || prev.Available {
+			st.LastErrorAt = now
+		}
 		st.LastError = err.Error()
-	}
-	if err == nil {
+	} else {
 		st.LastError, st.LastErrorAt, st.LastSynchronized = "", time.Time{}, md.LastSynchronized
 		if prev == nil || dataChanged {
 			st.Cursor, st.DataChangedAt = md.Cursor, now
@@ -338,9 +330,7 @@ func (e *Environment) record(md Metadata, err error) bool {
 	e.status = &st
 	if dataChanged {
 		e.gen++
-		if e.young != nil {
-			e.young, e.old = newGoCache(), newGoCache()
-		}
+		e.young, e.old = newGoCache(), newGoCache()
 	}
 	e.mu.Unlock()
 
@@ -372,27 +362,21 @@ func (e *Environment) logStatus(st StoreStatus, err error) {
 	}
 }
 
-// recoveryPollInterval is how often Run polls while a store is unreachable, if sooner.
-const recoveryPollInterval = time.Second
-
 // Run polls at once, then every poll interval (every second while a store is unreachable),
 // until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
 	for {
+		s.Poll(ctx)
+		next := s.cfg.PollInterval
+		for _, e := range s.envs {
+			if st, _ := e.Status(); st.Unreachable {
+				next = min(next, time.Second)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
-			s.Poll(ctx)
-			next := s.cfg.PollInterval
-			for _, e := range s.envs {
-				if st, _ := e.Status(); st.Unreachable {
-					next = min(next, recoveryPollInterval)
-				}
-			}
-			timer.Reset(next)
+		case <-time.After(next):
 		}
 	}
 }

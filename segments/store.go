@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 	"unique"
 )
 
@@ -146,13 +145,4 @@ func (m Membership) Len() (n int) {
 		n++
 	}
 	return n
-}
-
-func (m Membership) validUTF8() bool {
-	for r := range m.All() {
-		if !utf8.ValidString(r) {
-			return false
-		}
-	}
-	return true
 }
