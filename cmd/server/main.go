@@ -104,24 +104,12 @@ func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--h" || arg == "--help"
 }
 
-// version is the module version bigseg was built as, and its VCS revision when the build
-// recorded one ("(devel)" and a revision for a build from a checkout).
+// version is the module version bigseg was built as: from a checkout, a pseudo-version that
+// names the VCS revision (+dirty with uncommitted changes), which go build records; else
+// "(devel)".
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		return info.Main.Version
 	}
-	v, rev, dirty := info.Main.Version, "", ""
-	for _, s := range info.Settings {
-		switch {
-		case s.Key == "vcs.revision" && len(s.Value) >= 12:
-			rev = " " + s.Value[:12]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "-dirty"
-		}
-	}
-	if rev != "" {
-		return v + rev + dirty
-	}
-	return v
+	return "unknown"
 }
