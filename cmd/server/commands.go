@@ -2,12 +2,23 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bigseg/bigseg/handlers"
+	"github.com/bigseg/bigseg/internal/auth"
+	"github.com/bigseg/bigseg/internal/healthcheck"
+	"github.com/bigseg/bigseg/internal/inventory"
+	"github.com/bigseg/bigseg/metrics"
+	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
@@ -86,4 +97,77 @@ func parseLoadArgs(args []string, stderr io.Writer) (opts fixture.LoadOptions, e
 		return opts, "", "", errors.New("load: give exactly one fixture file")
 	}
 	return opts, env, files[0], nil
+}
+
+// runInventory runs "server inventory [--environment NAME] [--json]": one scan of each
+// environment's store (inventory.Report) at BIGSEG_INVENTORY_READS_PER_SECOND, its counts to
+// stdout (with --json, what GET /segments answers), its progress to stderr when that is a
+// terminal. Its scan is its own: running servers' /segments keep their own scans' counts.
+func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inventory", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("environment", "", "the environment to scan (a name of BIGSEG_ENVIRONMENTS; default: every one)")
+	asJSON := fs.Bool("json", false, "print what GET /segments answers (an array of them for several environments), not tables")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("inventory: unexpected argument %q: the flags are --environment NAME and --json", fs.Arg(0))
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store, err := openStore(ctx, cfg, log, metrics.New(prometheus.NewRegistry()), nil)
+	if err != nil {
+		return err
+	}
+	defer store.close()
+	svc, err := segments.New(store.envs, segments.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	out := inventory.Output{Environment: *name, Store: store.name, Table: store.table}
+	if *asJSON {
+		out.JSON = handlers.WriteInventories
+	}
+	return inventory.Report(ctx, svc.Environments(), inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond}, out, stdout, stderr)
+}
+
+// runHealthcheck runs "server healthcheck": it asks the server on this host for /livez (see
+// package healthcheck): the metrics listener when there is one, else the API's, over HTTPS
+// when that listener has TLS. Under mutual TLS it presents the server's own certificate (which
+// works where one CA issues both, as cert-manager's CA issuers do; else set
+// BIGSEG_METRICS_ADDR).
+func runHealthcheck(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	client := http.DefaultClient
+	if *url == "" {
+		name, addr, tlsOn := "BIGSEG_ADDR", cfg.Addr, cfg.TLSCertFile != ""
+		if cfg.MetricsAddr != "" {
+			name, addr, tlsOn = "BIGSEG_METRICS_ADDR", cfg.MetricsAddr, cfg.MetricsTLS
+		}
+		var cert *tls.Certificate
+		if tlsOn && cfg.TLSClientCAFile != "" {
+			c, err := auth.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+			if err != nil {
+				return fmt.Errorf("healthcheck: %w", err)
+			}
+			cert = &c
+		}
+		var err error
+		if *url, client, err = healthcheck.Self(name, addr, tlsOn, cert); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := healthcheck.Get(ctx, client, *url); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "ok")
+	return nil
 }
