@@ -180,9 +180,16 @@ var removed = map[string]string{
 
 // validate checks every setting at once.
 func (c config) validate() error {
-	errs := append(settings.Check(varPrefix, &c), c.validateTimeouts()...)
+	errs := settings.Check(varPrefix, &c)
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", varPrefix, name, fmt.Sprintf(format, args...)))
+	}
+	// A response must be written within WRITE_TIMEOUT of the end of the request's headers, else
+	// the client gets no answer at all: a batch's body and its lookup must fit in it. In
+	// seconds, as floats: a sum of durations near their limit would wrap round to a small one.
+	if c.LookupTimeout.Seconds()+c.BodyReadTimeout.Seconds() >= c.WriteTimeout.Seconds() {
+		errs = append(errs, fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout))
 	}
 	if len(c.APITokens) > 0 && c.APITokensFile != "" {
 		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
@@ -261,18 +268,6 @@ func (c config) validateStores() []error {
 		errs = append(errs, errors.New("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL or BIGSEG_REDIS_SENTINEL_URL), or give one environment"))
 	}
 	return errs
-}
-
-// validateTimeouts refuses timeouts that cannot hold together. A response must be written
-// within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
-// all: a batch's body and its lookup must fit in it.
-func (c config) validateTimeouts() []error {
-	// In seconds, as floats: a sum of durations near their limit would wrap round to a small one.
-	if sum := c.LookupTimeout.Seconds() + c.BodyReadTimeout.Seconds(); sum >= c.WriteTimeout.Seconds() {
-		return []error{fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
-			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout)}
-	}
-	return nil
 }
 
 // defaultEnvironment names the one environment of BIGSEG_PREFIX.

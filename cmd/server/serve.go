@@ -35,16 +35,6 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// serve runs the service until ctx ends or a signal asks it to stop (see app.run).
-func serve(ctx context.Context, signals <-chan os.Signal, cfg config, log *slog.Logger) error {
-	a, err := newApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer a.close()
-	return a.run(ctx, signals)
-}
-
 // app is the service's parts, built by newApp; it owns every resource they hold.
 type app struct {
 	cfg               config
@@ -80,9 +70,6 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	}
 	if a.store, err = openStore(ctx, cfg, log, m, telemetry.ChildrenOnly(a.tel.TracerProvider)); err != nil {
 		return nil, err
-	}
-	if a.store.poolStats != nil {
-		m.WatchRedisPool(a.store.poolStats)
 	}
 	if err := a.service(m); err != nil {
 		return nil, err
@@ -237,10 +224,9 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
 	group, failed := errgroup.WithContext(context.Background())
-	group.Go(func() error { return a.svc.Run(loopCtx) })
-	group.Go(func() error { return a.tokens.Run(loopCtx) })
-	group.Go(func() error { return a.certs.Run(loopCtx) })
-	group.Go(func() error { return a.inv.Run(loopCtx) })
+	for _, loop := range []func(context.Context) error{a.svc.Run, a.tokens.Run, a.certs.Run, a.inv.Run} {
+		group.Go(func() error { return loop(loopCtx) })
+	}
 	group.Go(func() error { return shutdown.Serve("API", a.srv, a.ln) })
 	if a.ops != nil {
 		group.Go(func() error { return shutdown.Serve("metrics", a.ops, a.opsLn) })
@@ -254,10 +240,9 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		group.Go(func() error { return shutdown.Served("Redis-protocol", a.resp.Serve(a.respLn)) })
 		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
 	}
-	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
-		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
-		"lookupTimeout", a.cfg.LookupTimeout.String())
+	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "", "store", a.store.name,
+		"auth", a.tokens.Enabled(), "version", version(), "environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(),
+		"staleAfter", a.cfg.StaleAfter.String(), "lookupTimeout", a.cfg.LookupTimeout.String())
 	delay := shutdown.Wait(ctx, signals, failed.Done(), a.cfg.ShutdownDelay, a.reload)
 	shutdownErr := a.shutdown(signals, failed, delay)
 	stopLoops()
@@ -351,8 +336,7 @@ type openedStore struct {
 	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
 	name, table  string                                        // "redis", "dynamodb" or "embedded", and DynamoDB's table, as /status shows
 	errorCode    func(error) string                            // a bounded code of the store's errors, for logs; nil for none
-	poolStats    func() metrics.PoolStats
-	reload       func() error // the embedded store only
+	reload       func() error                                  // the embedded store only
 	close        func()
 }
 
@@ -370,7 +354,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 	case cfg.hasDynamoDB():
 		return openDynamoDB(ctx, cfg, envs, prefixes, log, m, tp)
 	case cfg.hasRedis():
-		return openRedis(cfg, envs, prefixes, log, tp)
+		return openRedis(cfg, envs, prefixes, log, m, tp)
 	}
 	store, err := memory.Open(cfg.SeedFile, time.Now)
 	if err != nil {
@@ -382,8 +366,8 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 	return openedStore{envs: envs, name: "embedded", reload: store.Reload, close: func() {}}, nil
 }
 
-// openRedis opens the stores of the environments on one Redis client.
-func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, tp trace.TracerProvider) (openedStore, error) {
+// openRedis opens the stores of the environments on one Redis client, whose pool m watches.
+func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	opts, err := cfg.redisOptions()
 	if err != nil {
 		return openedStore{}, err
@@ -395,6 +379,11 @@ func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *
 	}
 	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
 		"tls", opts.TLSOn(), "prefixes", prefixes)
+	m.WatchRedisPool(func() metrics.PoolStats {
+		s := client.PoolStats()
+		return metrics.PoolStats{Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
+			TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns)}
+	})
 	rs := redis.NewStores(client, prefixes...)
 	for i := range envs {
 		envs[i].Store = rs[i]
@@ -403,12 +392,7 @@ func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *
 		envs:         envs,
 		readMetadata: func(ctx context.Context) []segments.MetadataRead { return redis.Metadatas(ctx, rs...) },
 		name:         "redis",
-		poolStats: func() metrics.PoolStats {
-			s := client.PoolStats()
-			return metrics.PoolStats{Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
-				TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns)}
-		},
-		close: func() { client.Close() },
+		close:        func() { client.Close() },
 	}, nil
 }
 
