@@ -222,10 +222,8 @@ func needStore(c config) error {
 	return nil
 }
 
-// hasRedis says whether a Redis is configured (else DynamoDB or the embedded store is used).
 func (c config) hasRedis() bool { return len(c.redisURLs().URLSettings()) > 0 }
 
-// hasDynamoDB says whether a DynamoDB table is configured (instead of Redis).
 func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
 
 // redisURLs are the Redis client's options that the URL settings give.
@@ -342,7 +340,6 @@ func (c config) environmentPrefix(name string) (string, error) {
 	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
 }
 
-// parseLevel is the log level a BIGSEG_LOG_LEVEL names.
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {

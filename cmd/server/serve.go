@@ -188,7 +188,6 @@ func (a *app) opsServer(metricsHandler http.Handler) *http.Server {
 	return srv
 }
 
-// service makes the service of every environment, each over its store.
 func (a *app) service(m *metrics.Metrics) (err error) {
 	a.svc, err = segments.New(a.store.envs, segments.Config{
 		CacheSize:          a.cfg.CacheSize,
