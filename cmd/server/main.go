@@ -106,9 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "healthcheck": // needs no store
 		err = runHealthcheck(ctx, args[2:], cfg, stdout, stderr)
 	case "inventory":
-		if err = needStore(cfg); err == nil {
-			err = runInventory(ctx, args[2:], cfg, stdout, stderr)
-		}
+		err = runInventory(ctx, args[2:], cfg, stdout, stderr)
 	}
 	if errors.Is(err, flag.ErrHelp) { // asked for, and printed: not a failure
 		return nil
@@ -220,6 +218,9 @@ func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("inventory: unexpected argument %q: the flags are --environment NAME and --json", fs.Arg(0))
+	}
+	if err := needStore(cfg); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := openStore(ctx, cfg, log, metrics.New(prometheus.NewRegistry()), nil)
