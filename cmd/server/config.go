@@ -180,9 +180,16 @@ var removed = map[string]string{
 
 // validate checks every setting at once.
 func (c config) validate() error {
-	errs := append(settings.Check(varPrefix, &c), c.validateTimeouts()...)
+	errs := settings.Check(varPrefix, &c)
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", varPrefix, name, fmt.Sprintf(format, args...)))
+	}
+	// A response must be written within WRITE_TIMEOUT of the end of the request's headers, else
+	// the client gets no answer at all: a batch's body and its lookup must fit in it. In
+	// seconds, as floats: a sum of durations near their limit would wrap round to a small one.
+	if c.LookupTimeout.Seconds()+c.BodyReadTimeout.Seconds() >= c.WriteTimeout.Seconds() {
+		errs = append(errs, fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
+			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout))
 	}
 	if len(c.APITokens) > 0 && c.APITokensFile != "" {
 		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
@@ -215,16 +222,50 @@ func needStore(c config) error {
 	return nil
 }
 
-// validateTimeouts refuses timeouts that cannot hold together. A response must be written
-// within WRITE_TIMEOUT of the end of the request's headers, else the client gets no answer at
-// all: a batch's body and its lookup must fit in it.
-func (c config) validateTimeouts() []error {
-	// In seconds, as floats: a sum of durations near their limit would wrap round to a small one.
-	if sum := c.LookupTimeout.Seconds() + c.BodyReadTimeout.Seconds(); sum >= c.WriteTimeout.Seconds() {
-		return []error{fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
-			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout)}
+func (c config) hasRedis() bool { return len(c.redisURLs().URLSettings()) > 0 }
+
+func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
+
+// redisURLs are the Redis client's options that the URL settings give.
+func (c config) redisURLs() redis.ClientOptions {
+	return redis.ClientOptions{URL: c.RedisURL, ClusterURL: c.RedisClusterURL, SentinelURL: c.RedisSentinelURL}
+}
+
+func (c config) redisFiles() redis.Files {
+	return redis.Files{Password: c.RedisPasswordFile, SentinelPassword: c.RedisSentinelPasswordFile,
+		TLSCA: c.RedisTLSCAFile, TLSCert: c.RedisTLSCertFile, TLSKey: c.RedisTLSKeyFile, TLSServerName: c.RedisTLSServerName,
+		Read: auth.ReadSettingFile}
+}
+
+// redisOptions are the Redis client's options, secrets and certificates read from their files.
+func (c config) redisOptions() (redis.ClientOptions, error) {
+	return c.redisURLs().WithFiles(c.redisFiles())
+}
+
+// validateStores checks that one store is configured, and each store's settings. Where to
+// connect to DynamoDB, and as whom, are the AWS SDK's own settings (AWS_*), which bigseg does
+// not repeat.
+func (c config) validateStores() []error {
+	errs := c.redisURLs().Check(c.redisFiles())
+	stores := c.redisURLs().URLSettings()
+	if c.hasDynamoDB() {
+		if !dynamodb.IsTableName(c.DynamoDBTable) {
+			errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %.80q is not a table name (3 to 255 of A-Z, a-z, 0-9, _ - .) or a table's ARN", c.DynamoDBTable))
+		}
+		for _, name := range stores {
+			errs = append(errs, fmt.Errorf("BIGSEG_DYNAMODB_TABLE and %s are both set: choose one store", name))
+		}
+		stores = append([]string{"BIGSEG_DYNAMODB_TABLE"}, stores...)
+	} else if !c.DynamoDBConsistentRead {
+		errs = append(errs, errors.New("BIGSEG_DYNAMODB_CONSISTENT_READ is set but no DynamoDB table is: set BIGSEG_DYNAMODB_TABLE"))
 	}
-	return nil
+	if c.SeedFile != "" && len(stores) > 0 {
+		errs = append(errs, fmt.Errorf("BIGSEG_SEED_FILE is for the embedded store, but %s is set", stores[0]))
+	}
+	if len(c.Environments) > 1 && len(stores) == 0 {
+		errs = append(errs, errors.New("BIGSEG_ENVIRONMENTS: the embedded store serves one environment: configure Redis (BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL or BIGSEG_REDIS_SENTINEL_URL), or give one environment"))
+	}
+	return errs
 }
 
 // defaultEnvironment names the one environment of BIGSEG_PREFIX.
@@ -299,7 +340,6 @@ func (c config) environmentPrefix(name string) (string, error) {
 	return "", fmt.Errorf("load: no environment %q: the environments are %s", name, strings.Join(names, ", "))
 }
 
-// parseLevel is the log level a BIGSEG_LOG_LEVEL names.
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bigseg/bigseg/handlers"
@@ -29,17 +30,10 @@ import (
 	"github.com/bigseg/bigseg/metrics"
 	"github.com/bigseg/bigseg/resp"
 	"github.com/bigseg/bigseg/segments"
+	"github.com/bigseg/bigseg/storage/dynamodb"
+	"github.com/bigseg/bigseg/storage/memory"
+	"github.com/bigseg/bigseg/storage/redis"
 )
-
-// serve runs the service until ctx ends or a signal asks it to stop (see app.run).
-func serve(ctx context.Context, signals <-chan os.Signal, cfg config, log *slog.Logger) error {
-	a, err := newApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer a.close()
-	return a.run(ctx, signals)
-}
 
 // app is the service's parts, built by newApp; it owns every resource they hold.
 type app struct {
@@ -76,9 +70,6 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	}
 	if a.store, err = openStore(ctx, cfg, log, m, telemetry.ChildrenOnly(a.tel.TracerProvider)); err != nil {
 		return nil, err
-	}
-	if a.store.poolStats != nil {
-		m.WatchRedisPool(a.store.poolStats)
 	}
 	if err := a.service(m); err != nil {
 		return nil, err
@@ -197,7 +188,6 @@ func (a *app) opsServer(metricsHandler http.Handler) *http.Server {
 	return srv
 }
 
-// service makes the service of every environment, each over its store.
 func (a *app) service(m *metrics.Metrics) (err error) {
 	a.svc, err = segments.New(a.store.envs, segments.Config{
 		CacheSize:          a.cfg.CacheSize,
@@ -233,10 +223,9 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
 	group, failed := errgroup.WithContext(context.Background())
-	group.Go(func() error { return a.svc.Run(loopCtx) })
-	group.Go(func() error { return a.tokens.Run(loopCtx) })
-	group.Go(func() error { return a.certs.Run(loopCtx) })
-	group.Go(func() error { return a.inv.Run(loopCtx) })
+	for _, loop := range []func(context.Context) error{a.svc.Run, a.tokens.Run, a.certs.Run, a.inv.Run} {
+		group.Go(func() error { return loop(loopCtx) })
+	}
 	group.Go(func() error { return shutdown.Serve("API", a.srv, a.ln) })
 	if a.ops != nil {
 		group.Go(func() error { return shutdown.Serve("metrics", a.ops, a.opsLn) })
@@ -250,10 +239,9 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 		group.Go(func() error { return shutdown.Served("Redis-protocol", a.resp.Serve(a.respLn)) })
 		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
 	}
-	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "",
-		"store", a.store.name, "auth", a.tokens.Enabled(), "version", version(),
-		"environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(), "staleAfter", a.cfg.StaleAfter.String(),
-		"lookupTimeout", a.cfg.LookupTimeout.String())
+	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "", "store", a.store.name,
+		"auth", a.tokens.Enabled(), "version", version(), "environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(),
+		"staleAfter", a.cfg.StaleAfter.String(), "lookupTimeout", a.cfg.LookupTimeout.String())
 	delay := shutdown.Wait(ctx, signals, failed.Done(), a.cfg.ShutdownDelay, a.reload)
 	shutdownErr := a.shutdown(signals, failed, delay)
 	stopLoops()
@@ -339,4 +327,100 @@ func (a *app) close() {
 		defer cancel()
 		_ = a.tel.Shutdown(ctx)
 	}
+}
+
+// openedStore is the configured stores, one an environment, and what the app does with them.
+type openedStore struct {
+	envs         []segments.Environment                        // each with its Store
+	readMetadata func(context.Context) []segments.MetadataRead // every store's, at once; nil: each its own
+	name, table  string                                        // "redis", "dynamodb" or "embedded", and DynamoDB's table, as /status shows
+	errorCode    func(error) string                            // a bounded code of the store's errors, for logs; nil for none
+	reload       func() error                                  // the embedded store only
+	close        func()
+}
+
+// openStore opens the configured stores; m gets the metrics of their client, tp its spans.
+func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
+	envs, err := cfg.servedEnvironments()
+	if err != nil {
+		return openedStore{}, err
+	}
+	prefixes := make([]string, len(envs))
+	for i, e := range envs {
+		prefixes[i] = e.Prefix
+	}
+	switch {
+	case cfg.hasDynamoDB():
+		return openDynamoDB(ctx, cfg, envs, prefixes, log, m, tp)
+	case cfg.hasRedis():
+		return openRedis(cfg, envs, prefixes, log, m, tp)
+	}
+	store, err := memory.Open(cfg.SeedFile, time.Now)
+	if err != nil {
+		return openedStore{}, fmt.Errorf("BIGSEG_SEED_FILE: %w", err)
+	}
+	log.Warn("using the embedded store: it is a fixed snapshot for trying bigseg out, not for production; set BIGSEG_REDIS_URL",
+		"store", "embedded", "seedFile", cfg.SeedFile, "contexts", store.Len())
+	envs[0].Store = store
+	return openedStore{envs: envs, name: "embedded", reload: store.Reload, close: func() {}}, nil
+}
+
+// openRedis opens the stores of the environments on one Redis client, whose pool m watches.
+func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
+	opts, err := cfg.redisOptions()
+	if err != nil {
+		return openedStore{}, err
+	}
+	opts.TracerProvider = tp
+	client, err := redis.NewClient(opts)
+	if err != nil {
+		return openedStore{}, fmt.Errorf("%s: %w", opts.URLSettings()[0], err)
+	}
+	log.Info("using Redis", "store", "redis", "topology", opts.Topology(), "addrs", opts.Addrs(),
+		"tls", opts.TLSOn(), "prefixes", prefixes)
+	m.WatchRedisPool(func() metrics.PoolStats {
+		s := client.PoolStats()
+		return metrics.PoolStats{Hits: uint64(s.Hits), Misses: uint64(s.Misses), Timeouts: uint64(s.Timeouts),
+			TotalConns: uint64(s.TotalConns), IdleConns: uint64(s.IdleConns), Removed: uint64(s.StaleConns)}
+	})
+	rs := redis.NewStores(client, prefixes...)
+	for i := range envs {
+		envs[i].Store = rs[i]
+	}
+	return openedStore{
+		envs:         envs,
+		readMetadata: func(ctx context.Context) []segments.MetadataRead { return redis.Metadatas(ctx, rs...) },
+		name:         "redis",
+		close:        func() { client.Close() },
+	}, nil
+}
+
+// dynamoStatusTimeout bounds a status poll's read of DynamoDB, as Redis's read timeout bounds
+// Redis's: a hung read makes the store unavailable after about a second.
+const dynamoStatusTimeout = time.Second
+
+// openDynamoDB opens the stores of the environments in the table of BIGSEG_DYNAMODB_TABLE, on
+// one client configured by the AWS SDK's own settings, whose requests m counts.
+func openDynamoDB(ctx context.Context, cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
+	obs := m.DynamoDB(dynamodb.Operations(), dynamodb.ErrorCodes())
+	client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{Observer: obs, TracerProvider: tp})
+	if err != nil {
+		return openedStore{}, fmt.Errorf("BIGSEG_DYNAMODB_TABLE: %w", err)
+	}
+	log.Info("using DynamoDB", "store", "dynamodb", "table", cfg.DynamoDBTable, "region", client.Region(),
+		"endpoint", client.Endpoint(), "consistentRead", cfg.DynamoDBConsistentRead, "prefixes", prefixes)
+	ds := dynamodb.NewStores(client, cfg.DynamoDBTable, prefixes, dynamodb.WithConsistentRead(cfg.DynamoDBConsistentRead),
+		dynamodb.WithObserver(obs))
+	for i := range envs {
+		envs[i].Store = ds[i]
+	}
+	return openedStore{
+		envs: envs,
+		readMetadata: func(ctx context.Context) []segments.MetadataRead {
+			ctx, cancel := context.WithTimeout(ctx, dynamoStatusTimeout)
+			defer cancel()
+			return dynamodb.Metadatas(ctx, ds...)
+		},
+		name: "dynamodb", table: cfg.DynamoDBTable, errorCode: dynamodb.ErrorCode, close: client.Close,
+	}, nil
 }
