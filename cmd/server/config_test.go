@@ -170,7 +170,7 @@ func TestUnknownVariablesInEnviron(t *testing.T) {
 func TestHelpExitsZero(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"load", "-h"}, {"load", "--help"}, {"load", "file.json", "-h"},
-		{"healthcheck", "-h"}, {"healthcheck", "--help"}, {"load", "--bogus"}, {"healthcheck", "--bogus"}} {
+		{"healthcheck", "-h"}, {"healthcheck", "--help"}, {"inventory", "-h"}, {"load", "--bogus"}, {"healthcheck", "--bogus"}, {"inventory", "--bogus"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := runToExit(t, nil, args...)
