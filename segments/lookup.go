@@ -175,8 +175,9 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 	var first error
 	for i, r := range reads {
 		for ref := range r.Membership.All() {
-			if r.Err == nil && !utf8.ValidString(ref) {
+			if !utf8.ValidString(ref) {
 				r.Err = fmt.Errorf("%w: a segment ref is not valid UTF-8", ErrInvalidData)
+				break
 			}
 		}
 		if r.Err != nil {

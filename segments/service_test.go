@@ -154,6 +154,9 @@ func TestCache(t *testing.T) {
 		if got := store.reads.Load(); got != 2 {
 			t.Errorf("store reads = %d, want 2", got)
 		}
+		if n := s.CacheLen(); n != 0 {
+			t.Errorf("cache off, but it holds %d entries", n)
+		}
 	})
 }
 

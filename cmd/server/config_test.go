@@ -22,11 +22,13 @@ func TestDefaultIsValid(t *testing.T) {
 // served, it would answer "no membership" for everyone while healthy and ready.
 func TestNoStoreIsRefused(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"})
-	for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL",
-		"BIGSEG_REDIS_SENTINEL_URL", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
-		if code != 1 || !strings.Contains(stderr, want) {
-			t.Errorf("no store: exit %d, stderr %q; want exit 1 and a message naming %s", code, stderr, want)
+	for _, args := range [][]string{nil, {"inventory"}} {
+		code, _, stderr := runToExit(t, map[string]string{"BIGSEG_ADDR": "127.0.0.1:0"}, args...)
+		for _, want := range []string{"no store configured", "BIGSEG_REDIS_URL", "BIGSEG_REDIS_CLUSTER_URL",
+			"BIGSEG_REDIS_SENTINEL_URL", "BIGSEG_DYNAMODB_TABLE", "BIGSEG_SEED_FILE"} {
+			if code != 1 || !strings.Contains(stderr, want) {
+				t.Errorf("no store, %q: exit %d, stderr %q; want exit 1 and a message naming %s", args, code, stderr, want)
+			}
 		}
 	}
 }

@@ -119,9 +119,9 @@ func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--h" || arg == "--help"
 }
 
-// version is the module version bigseg was built as: from a checkout, a pseudo-version that
-// names the VCS revision (+dirty with uncommitted changes), which go build records; else
-// "(devel)".
+// version is the module version bigseg was built as, which go build records: a tag's, or from a
+// checkout a pseudo-version naming the VCS revision (+dirty with uncommitted changes); "(devel)"
+// when it recorded none.
 func version() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		return info.Main.Version
