@@ -21,16 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/healthcheck"
-	"github.com/bigseg/bigseg/internal/inventory"
-	"github.com/bigseg/bigseg/metrics"
-	"github.com/bigseg/bigseg/segments"
-	"github.com/bigseg/bigseg/storage/dynamodb"
-	"github.com/bigseg/bigseg/storage/fixture"
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
@@ -127,116 +119,6 @@ func version() string {
 		return info.Main.Version
 	}
 	return "unknown"
-}
-
-// load runs "server load [--replace] [--dry-run] FILE": it writes a fixture into the configured
-// Redis or DynamoDB table (fixture.LoadFile), its progress to stderr, a summary to stdout.
-func load(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer, now func() time.Time) error {
-	opts, envName, file, err := parseLoadArgs(args, stderr)
-	if err != nil {
-		return err
-	}
-	prefix, err := cfg.environmentPrefix(envName)
-	if err != nil {
-		return err
-	}
-	report := fixture.Report{W: stderr, Now: now, Unit: "sets", DryRun: opts.DryRun}
-	open := func() (fixture.Loader, string, func(), error) {
-		ro, err := cfg.redisOptions()
-		if err != nil {
-			return nil, "", nil, err
-		}
-		client, err := redis.NewClient(ro)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		where := fmt.Sprintf("%s Redis %v under prefix %q", ro.Topology(), ro.Addrs(), prefix)
-		return redis.New(client, prefix), where, func() { client.Close() }, nil
-	}
-	switch {
-	case cfg.hasDynamoDB():
-		report.Unit = "items"
-		open = func() (fixture.Loader, string, func(), error) {
-			// Throttling is retried longer than lookups do: a bulk write should slow down, not fail.
-			client, err := dynamodb.NewClient(ctx, dynamodb.ClientOptions{MaxAttempts: 10, MaxBackoff: 2 * time.Second})
-			if err != nil {
-				return nil, "", nil, err
-			}
-			where := fmt.Sprintf("DynamoDB table %s (region %s) under prefix %q", cfg.DynamoDBTable, client.Region(), prefix)
-			return dynamodb.New(client, cfg.DynamoDBTable, prefix), where, client.Close, nil
-		}
-	case !cfg.hasRedis():
-		return errors.New("load: no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL or BIGSEG_DYNAMODB_TABLE")
-	}
-	return fixture.LoadFile(ctx, file, opts, report, stdout, open)
-}
-
-// parseLoadArgs reads load's flags, wherever they are among its arguments, and its one file.
-func parseLoadArgs(args []string, stderr io.Writer) (opts fixture.LoadOptions, env, file string, err error) {
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&opts.Replace, "replace", false, "make the store match the file: remove refs it does not list, and the sets (DynamoDB: items) of contexts it does not list")
-	fs.BoolVar(&opts.DryRun, "dry-run", false, "read the store and say what the load would write and delete, and change nothing")
-	fs.IntVar(&opts.BatchSize, "batch", 1000, "contexts per pipeline (DynamoDB: read, then written, per batch)")
-	fs.StringVar(&env, "environment", "", "the environment to write (a name of BIGSEG_ENVIRONMENTS; needed when there are several)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: server load [--replace] [--dry-run] [--batch N] [--environment NAME] FILE\n\n"+
-			"Writes FILE (the format of examples/memberships.json, at most %d MiB) into the Redis\n"+
-			"configured by the BIGSEG_REDIS_* variables, or the table of BIGSEG_DYNAMODB_TABLE, under\n"+
-			"BIGSEG_PREFIX (or the prefix of the environment named), and sets that environment's\n"+
-			"cursor. Idempotent.\n\n", fixture.MaxBytes>>20)
-		fs.PrintDefaults()
-	}
-	var files []string
-	for { // "load FILE --replace" as well as "load --replace FILE"
-		if err := fs.Parse(args); err != nil {
-			return opts, "", "", err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files, args = append(files, fs.Arg(0)), fs.Args()[1:]
-	}
-	if len(files) != 1 {
-		fs.Usage()
-		return opts, "", "", errors.New("load: give exactly one fixture file")
-	}
-	return opts, env, files[0], nil
-}
-
-// runInventory runs "server inventory [--environment NAME] [--json]": one scan of each
-// environment's store (inventory.Report) at BIGSEG_INVENTORY_READS_PER_SECOND, its counts to
-// stdout (with --json, what GET /segments answers), its progress to stderr when that is a
-// terminal. Its scan is its own: running servers' /segments keep their own scans' counts.
-func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inventory", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	name := fs.String("environment", "", "the environment to scan (a name of BIGSEG_ENVIRONMENTS; default: every one)")
-	asJSON := fs.Bool("json", false, "print what GET /segments answers (an array of them for several environments), not tables")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("inventory: unexpected argument %q: the flags are --environment NAME and --json", fs.Arg(0))
-	}
-	if err := needStore(cfg); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := openStore(ctx, cfg, log, metrics.New(prometheus.NewRegistry()), nil)
-	if err != nil {
-		return err
-	}
-	defer store.close()
-	svc, err := segments.New(store.envs, segments.Config{Logger: log})
-	if err != nil {
-		return err
-	}
-	out := inventory.Output{Environment: *name, Store: store.name, Table: store.table}
-	if *asJSON {
-		out.JSON = handlers.WriteInventories
-	}
-	return inventory.Report(ctx, svc.Environments(), inventory.Settings{ReadsPerSecond: cfg.InventoryReadsPerSecond}, out, stdout, stderr)
 }
 
 // runHealthcheck runs "server healthcheck": it asks the server on this host for /livez (see
