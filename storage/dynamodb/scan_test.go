@@ -21,14 +21,10 @@ import (
 )
 
 func TestScanContract(t *testing.T) {
-	// Each case in a table of its own: moto copies a table for each item of a transaction
-	// (the seed's writes), so that a table shared by the cases made each one's seed slower than
-	// the last (7 s for the last case, 1.5 s alone). TestPrefixesAreSeparate keeps prefixes
-	// apart in one table.
 	t.Run("prefix", func(t *testing.T) {
-		c := dynamotest.Client(t, dynamotest.Shared(t).URL)
+		c, table := moto(t)
 		storetest.RunScan(t, func(t *testing.T, s storetest.Seed) storetest.Scanner {
-			table, p := dynamotest.Table(t, c), prefix(t)
+			p := prefix(t)
 			seed(t, c, table, p, s)
 			return dynamodb.New(c, table, p)
 		})
