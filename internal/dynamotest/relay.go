@@ -104,6 +104,35 @@ func Patch(t testing.TB, c *awsdynamodb.Client, table, prefix, previous, version
 	}
 }
 
+// Write writes the contexts of changes (their additions only) under prefix as whole items,
+// in BatchWriteItem calls of 25: the items a first patch makes, without the Relay Proxy's
+// transactions, for tests that need many contexts. moto copies a table for each item of a
+// transaction, so that Patch's time grows with the table's size times the changes'.
+func Write(t testing.TB, c *awsdynamodb.Client, table, prefix string, changes []Change) {
+	t.Helper()
+	var puts []types.WriteRequest
+	for _, ch := range changes {
+		item := Key(UserNamespace(prefix), ch.Hash)
+		for attr, refs := range map[string][]string{"included": ch.AddIncluded, "excluded": ch.AddExcluded} {
+			if len(refs) > 0 {
+				item[attr] = &types.AttributeValueMemberSS{Value: refs}
+			}
+		}
+		if len(item) > 2 {
+			puts = append(puts, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+	}
+	for len(puts) > 0 {
+		n := min(len(puts), maxTransactItems)
+		out, err := c.BatchWriteItem(context.Background(), &awsdynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{table: puts[:n]}})
+		if err != nil || len(out.UnprocessedItems) > 0 {
+			t.Fatalf("write %d items: %v (%d unprocessed)", n, err, len(out.UnprocessedItems))
+		}
+		puts = puts[n:]
+	}
+}
+
 // update is an update of key that applies action (ADD or DELETE) with the refs given to each
 // set, nil when there are none.
 func update(table string, key map[string]types.AttributeValue, action string, included, excluded []string) *types.TransactWriteItem {

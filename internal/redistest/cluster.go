@@ -263,6 +263,12 @@ func (c *Cluster) Replace(t testing.TB, master *Server) *Server {
 		info, err := nc.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0")
 	})
+	// A sync can end before gossip has told the others that the node is a replica: its
+	// master ignores a failover it asks for until then, and the other masters refuse it
+	// their votes.
+	c.waitFor(t, node.Addr()+" a replica of "+master.Addr()+" in every node's view", func() bool {
+		return c.replicaEverywhere(node.Addr(), id)
+	})
 	if err := nc.ClusterFailover(context.Background()).Err(); err != nil {
 		t.Fatalf("CLUSTER FAILOVER on %s: %v", node.Addr(), err)
 	}
@@ -272,6 +278,31 @@ func (c *Cluster) Replace(t testing.TB, master *Server) *Server {
 	})
 	c.WaitOK(t)
 	return node
+}
+
+// replicaEverywhere says whether every running node's CLUSTER NODES has the node at addr as a
+// replica of the master whose id is masterID.
+func (c *Cluster) replicaEverywhere(addr, masterID string) bool {
+	for _, n := range c.running() {
+		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+		nodes, err := cl.ClusterNodes(context.Background()).Result()
+		cl.Close()
+		if err != nil {
+			return false
+		}
+		found := false
+		for line := range strings.Lines(nodes) {
+			// <id> <ip:port@cport> <flags> <master id> ...
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.HasPrefix(f[1], addr+"@") {
+				found = strings.Contains(f[2], "slave") && f[3] == masterID
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // Remove takes node out of the cluster (redis-cli --cluster del-node: the others forget it)

@@ -277,7 +277,11 @@ func (s *Server) launch() error {
 	}
 	args = append(args, "--bind", "127.0.0.1", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
 	if !s.opts.Sentinel {
-		args = append(args, "--save", "", "--appendonly", "no")
+		// No persistence. A replica's first sync begins at once, not after the 5 s a master
+		// waits by default for more replicas to share a diskless sync with; and a master pings
+		// its replicas every second, not 10: a cluster lists a replica in CLUSTER SLOTS only
+		// once its replication offset has moved, which over an empty master only a ping does.
+		args = append(args, "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1")
 	}
 	args = append(args, s.opts.Args...)
 	logFile := filepath.Join(s.dir, "redis.log")

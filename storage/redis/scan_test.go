@@ -30,6 +30,7 @@ func TestScanContract(t *testing.T) {
 // On a cluster, keys are on every master (the include and exclude keys of one context often
 // on two), unless the prefix is hash-tagged.
 func TestScanCluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	for _, tagged := range []bool{false, true} {
@@ -48,6 +49,7 @@ func TestScanCluster(t *testing.T) {
 }
 
 func TestScanSentinel(t *testing.T) {
+	t.Parallel()
 	set := redistest.StartSentinel(t, "bigsegscan")
 	client, err := redis.NewClient(redis.ClientOptions{SentinelURL: set.URL()})
 	if err != nil {
