@@ -41,6 +41,7 @@ type options struct {
 	env          []string // extra environment of every bigseg server
 	baseline     string   // git revision to measure beside the current tree
 	baselineEnv  []string // extra environment of the baseline's servers, after env
+	treeEnv      []string // extra environment of the current tree's servers, after env
 	baselineEnvs int      // environments the baseline serves (the current tree's binary), if more than 1
 	serverCPUs   string   // where the servers under test and Redis run
 	clientCPUs   string   // where wrk runs
@@ -68,6 +69,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Func("env", "NAME=VALUE for every bigseg server (repeatable)", appendTo(&o.env))
 	fs.Func("baseline-env", "NAME=VALUE for the baseline's servers only, after -env (repeatable); without -baseline, "+
 		"the current tree's binary also runs as the baseline, with these settings", appendTo(&o.baselineEnv))
+	fs.Func("tree-env", "NAME=VALUE for the current tree's servers only, after -env (repeatable): a setting the baseline does not know, "+
+		"such as BIGSEG_INVENTORY_INTERVAL=0", appendTo(&o.treeEnv))
 	fs.IntVar(&o.baselineEnvs, "baseline-environments", 1, "if more than 1, the baseline is the current tree serving that many environments "+
 		"(BIGSEG_ENVIRONMENTS), looked up in the first, and the run ends with both servers at rest: RSS, and Redis commands spent polling")
 	if err := fs.Parse(args); err != nil {
@@ -216,7 +219,7 @@ func (b *bench) measureAll(ctx context.Context) error {
 // variants are the bigseg builds and settings measured: the current tree's, and the
 // baseline's if there is one.
 func (b *bench) variants() []variant {
-	vs := []variant{{label: "bigseg", bin: b.bins.server, src: ".", env: b.o.env}}
+	vs := []variant{{label: "bigseg", bin: b.bins.server, src: ".", env: slices.Concat(b.o.env, b.o.treeEnv)}}
 	switch {
 	case b.o.baseline != "":
 		vs = append(vs, variant{label: "bigseg@" + b.o.baseline, bin: b.bins.baseline, src: b.bins.baselineSrc,

@@ -95,6 +95,9 @@ func (r *report) writeHeader(b *strings.Builder) {
 	if len(o.env) > 0 {
 		fmt.Fprintf(b, " Every bigseg server also with `%s`.", strings.Join(o.env, " "))
 	}
+	if len(o.treeEnv) > 0 {
+		fmt.Fprintf(b, " This tree's servers also with `%s`.", strings.Join(o.treeEnv, " "))
+	}
 	if o.baselineEnvs > 1 {
 		fmt.Fprintf(b, "Baseline: this tree serving %d environments (BIGSEG_ENVIRONMENTS, env0 the seeded prefix, the others synchronized "+
 			"and empty), looked up at /environments/env0/, with a cache bound %d times the configuration's so that env0's share is the same. ",
