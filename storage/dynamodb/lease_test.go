@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/bigseg/bigseg/internal/dynamotest"
+	"github.com/bigseg/bigseg/internal/storetest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/dynamodb"
 )
@@ -184,29 +185,9 @@ func TestInventoryInvalid(t *testing.T) {
 	}
 }
 
-// ReleaseLease gives the lease back if its owner asks, so that another replica takes it at
-// once, and leaves another owner's alone; with no lease it does nothing.
+// ReleaseLease gives the lease back to its owner's asking, and only then (storetest.RunReleaseLease).
 func TestReleaseLease(t *testing.T) {
 	c, table := moto(t)
 	p := prefix(t)
-	a, b := dynamodb.New(c, table, p), dynamodb.New(c, table, p)
-	ctx := context.Background()
-	if err := a.ReleaseLease(ctx, "a"); err != nil {
-		t.Fatalf("ReleaseLease with no lease: %v", err)
-	}
-	if !takeLease(t, a, "a", time.Hour) {
-		t.Fatal("a could not take a free lease")
-	}
-	if err := b.ReleaseLease(ctx, "b"); err != nil {
-		t.Fatalf("b's ReleaseLease of a's lease: %v", err)
-	}
-	if takeLease(t, b, "b", time.Hour) {
-		t.Fatal("b's release gave it a's lease")
-	}
-	if err := a.ReleaseLease(ctx, "a"); err != nil {
-		t.Fatalf("a's ReleaseLease: %v", err)
-	}
-	if !takeLease(t, b, "b", time.Hour) {
-		t.Error("b could not take the lease a gave back")
-	}
+	storetest.RunReleaseLease(t, dynamodb.New(c, table, p), dynamodb.New(c, table, p)) // two replicas
 }

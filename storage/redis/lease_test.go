@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/bigseg/bigseg/internal/redistest"
+	"github.com/bigseg/bigseg/internal/storetest"
 	"github.com/bigseg/bigseg/segments"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -127,29 +128,9 @@ func TestLeasePerPrefix(t *testing.T) {
 	}
 }
 
-// ReleaseLease gives the lease back if its owner asks, so that another replica takes it at
-// once, and leaves another owner's alone; with no lease it does nothing.
+// ReleaseLease gives the lease back to its owner's asking, and only then (storetest.RunReleaseLease).
 func TestReleaseLease(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
-	a, b := redis.New(c, prefix), redis.New(c, prefix) // two replicas
-	ctx := context.Background()
-	if err := a.ReleaseLease(ctx, "a"); err != nil {
-		t.Fatalf("ReleaseLease with no lease: %v", err)
-	}
-	if !takeLease(t, a, "a", time.Hour) {
-		t.Fatal("a could not take a free lease")
-	}
-	if err := b.ReleaseLease(ctx, "b"); err != nil {
-		t.Fatalf("b's ReleaseLease of a's lease: %v", err)
-	}
-	if takeLease(t, b, "b", time.Hour) {
-		t.Fatal("b's release gave it a's lease")
-	}
-	if err := a.ReleaseLease(ctx, "a"); err != nil {
-		t.Fatalf("a's ReleaseLease: %v", err)
-	}
-	if !takeLease(t, b, "b", time.Hour) {
-		t.Error("b could not take the lease a gave back")
-	}
+	storetest.RunReleaseLease(t, redis.New(c, prefix), redis.New(c, prefix)) // two replicas
 }
