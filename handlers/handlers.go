@@ -120,9 +120,7 @@ func newServer(cfg Config, svc Service) *server {
 	if s.Trace != nil {
 		s.mux.Use(s.Trace) // outermost, as observed
 	}
-	if s.Observe != nil {
-		s.mux.Use(s.observed) // outermost: it sees the 500 of a recovered panic
-	}
+	s.mux.Use(s.observed) // outermost but for the trace: it sees the 500 of a recovered panic
 	s.mux.Use(s.noBodies, s.closeWhenDraining, s.recoverer, middleware.GetHead)
 	s.mux.NotFound(s.notFound)
 	s.mux.MethodNotAllowed(s.methodNotAllowed)

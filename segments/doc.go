@@ -78,8 +78,9 @@
 // the lookup timeout (Config.LookupTimeout), and first takes a slot of the environment's
 // semaphore, waiting for it in that context: a caller that has gone takes no slot, and misses
 // whose callers hang up cost the store nothing. A read is not begun with less time left than
-// the last successful one took, so that under misses faster than the store answers, slots go
-// to reads that can finish rather than to reads abandoned midway. If that first caller goes before its read is
+// the last successful read of one context took (a batch's read is no measure of it), so that
+// under misses faster than the store answers, slots go to reads that can finish rather than to
+// reads abandoned midway. If that first caller goes before its read is
 // done, the read is abandoned, and each caller still waiting reads again itself (the first of
 // them for the others) rather than failing. The read runs on the first caller's goroutine
 // (singleflight's Do: a goroutine of its own would grow its stack inside the store client at
@@ -112,9 +113,11 @@
 //     (Config.StaleAfter, the SDKs' 2 minutes) or more before the poll. A synchronization time in
 //     the future (clock skew) is not stale. A failed poll keeps the last synchronization time
 //     and cursor known, so the data ages while the store is unavailable.
-//   - Unreachable: the poll failed otherwise than with ErrInvalidMetadata (which makes the
-//     store unavailable but still readable). Lookups that miss the cache then fail at once
-//     with ErrStoreUnreachable, and Run polls every second (or sooner) until it answers.
+//
+// While a store is unavailable, Run polls it every second (or sooner), so that the status
+// recovers within a second of the store; lookups that miss the cache still read it, each within
+// its timeout, as the SDKs' do (a Redis client that cannot connect fails them at once: go-redis
+// stops dialling a host that refuses until a dial in the background succeeds).
 //
 // A lookup's status is StoreError if its read failed or the store is unavailable, else Stale
 // if the data is stale, else Healthy: the values and precedence of the SDKs' BigSegmentsStatus.

@@ -36,7 +36,7 @@ type state struct {
 	half       int            // the most entries either go-cache holds; 0: the cache is off
 	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
-	lastRead   time.Duration // how long the last successful store read took (see readStore)
+	lastRead   time.Duration // how long the last successful read of one context took (see readStore)
 
 	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
 	slots      chan struct{}      // the semaphore of store reads
@@ -87,13 +87,13 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 			toRead = append(toRead, h)
 		}
 	}
-	reads := slices.Repeat([]Read{{Err: ErrStoreUnreachable}}, len(toRead))
+	var reads []Read
 	switch {
-	case len(toRead) == 0 || st.Unreachable:
+	case len(toRead) == 0:
 	case batch:
 		reads = e.readStore(ctx, toRead, e.batchSlots, e.slots)
 	default:
-		reads[0] = e.readShared(ctx, toRead[0], gen)
+		reads = []Read{e.readShared(ctx, toRead[0], gen)}
 	}
 	ttl := e.svc.cfg.CacheTTL
 	if st.Cursor != "" {
@@ -145,8 +145,9 @@ func (e *Environment) readShared(ctx context.Context, hash string, gen uint64) R
 
 // readStore reads memberships holding a slot of each semaphore, taken within ctx, and returns one
 // Read per hash, always: a store that panics or miscounts fails the read. A read is not begun with
-// less time left than the last successful one took (see the package documentation), unless that
-// took half the lookup timeout or more: then every lookup reads, so the rule never keeps a store unread.
+// less time left than the last successful read of one context took (see the package
+// documentation), unless that took half the lookup timeout or more: then every lookup reads, so
+// the rule never keeps a store unread.
 func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...chan struct{}) []Read {
 	for _, sem := range sems {
 		select {
@@ -187,7 +188,7 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		reads[i] = r
 	}
 	e.obs.StoreRead(OpMemberships, time.Since(start), first)
-	if first == nil {
+	if first == nil && len(hashes) == 1 { // a batch's time is not a single read's
 		e.mu.Lock()
 		e.lastRead = time.Since(start)
 		e.mu.Unlock()

@@ -403,3 +403,26 @@ func TestSlowReadDoesNotStopReads(t *testing.T) {
 		}
 	})
 }
+
+// TestSlowBatchDoesNotStopSingleReads: the time a batch's read took (many contexts) is not what
+// a single lookup's read needs, so a lookup with less time left than a slow batch took still
+// reads the store.
+func TestSlowBatchDoesNotStopSingleReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newFakeStore()
+		store.setMeta(time.Now(), nil)
+		store.put("alice", []string{"beta.g1"}, nil)
+		d := time.Millisecond
+		s := newOne(lateStore{store, &d}, Config{NoCache: true, LookupTimeout: time.Second})
+		s.Poll(t.Context())
+		s.LookupHash(t.Context(), Hash("bob"))
+		d = 400 * time.Millisecond
+		s.LookupBatch(t.Context(), []string{Hash("carol"), Hash("dave")})
+		d = time.Millisecond
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		if r := s.LookupHash(ctx, Hash("alice")); r.Err != nil || r.Membership.Len() != 1 {
+			t.Errorf("300 ms left after a batch read of 400 ms: %+v, want alice read", r)
+		}
+	})
+}

@@ -102,7 +102,7 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 }
 
 // ValidateName says why name cannot be an environment's, or nil: the one rule of names, which
-// are part of paths, metrics and tokens' scopes. (A regexp would weigh 50 KB.)
+// are part of paths, metrics and tokens' scopes.
 func ValidateName(name string) error {
 	if name == "" || len(name) > 63 || name[0] == '-' || name[0] == '_' ||
 		strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
@@ -198,7 +198,6 @@ const (
 // StoreStatus is an environment's status after a poll.
 type StoreStatus struct {
 	Available        bool      // the poll read the metadata
-	Unreachable      bool      // the poll could not reach the store (not ErrInvalidMetadata): lookups fail at once
 	Stale            bool      // never synchronized, or last synchronized StaleAfter or more before the poll
 	LastSynchronized time.Time // the last synchronization time known, zero if none
 	Cursor           string    // the last cursor known, "" if none
@@ -309,7 +308,6 @@ func (e *Environment) record(md Metadata, err error) bool {
 		st = *prev
 	}
 	st.Available, st.CheckedAt = err == nil, now
-	st.Unreachable = err != nil && !errors.Is(err, ErrInvalidMetadata)
 	dataChanged := err == nil && prev != nil && md.Cursor != prev.Cursor
 	if err != nil {
 		if prev == nil || prev.Available {
@@ -362,14 +360,14 @@ func (e *Environment) logStatus(st StoreStatus, err error) {
 	}
 }
 
-// Run polls at once, then every poll interval (every second while a store is unreachable),
-// until ctx ends.
+// Run polls at once, then every poll interval (every second while a store is unavailable, so
+// that an outage ends for lookups within a second of its cause), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	for {
 		s.Poll(ctx)
 		next := s.cfg.PollInterval
 		for _, e := range s.envs {
-			if st, _ := e.Status(); st.Unreachable {
+			if st, _ := e.Status(); !st.Available {
 				next = min(next, time.Second)
 			}
 		}
