@@ -7,7 +7,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/healthcheck"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -121,11 +119,8 @@ func version() string {
 	return "unknown"
 }
 
-// runHealthcheck runs "server healthcheck": it asks the server on this host for /livez (see
-// package healthcheck): the metrics listener when there is one, else the API's, over HTTPS
-// when that listener has TLS. Under mutual TLS it presents the server's own certificate (which
-// works where one CA issues both, as cert-manager's CA issuers do; else set
-// BIGSEG_METRICS_ADDR).
+// runHealthcheck runs "server healthcheck": it asks the server on this host for /livez, where
+// healthcheck.Self says its settings make it answer.
 func runHealthcheck(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -136,20 +131,13 @@ func runHealthcheck(ctx context.Context, args []string, cfg config, stdout, stde
 	}
 	client := http.DefaultClient
 	if *url == "" {
-		name, addr, tlsOn := "BIGSEG_ADDR", cfg.Addr, cfg.TLSCertFile != ""
-		if cfg.MetricsAddr != "" {
-			name, addr, tlsOn = "BIGSEG_METRICS_ADDR", cfg.MetricsAddr, cfg.MetricsTLS
-		}
-		var cert *tls.Certificate
-		if tlsOn && cfg.TLSClientCAFile != "" {
-			c, err := auth.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
-			if err != nil {
-				return fmt.Errorf("healthcheck: %w", err)
-			}
-			cert = &c
-		}
 		var err error
-		if *url, client, err = healthcheck.Self(name, addr, tlsOn, cert); err != nil {
+		*url, client, err = healthcheck.Self(healthcheck.Server{
+			API:       healthcheck.Listener{Setting: "BIGSEG_ADDR", Addr: cfg.Addr, TLS: cfg.TLSCertFile != ""},
+			Metrics:   healthcheck.Listener{Setting: "BIGSEG_METRICS_ADDR", Addr: cfg.MetricsAddr, TLS: cfg.MetricsTLS},
+			MutualTLS: cfg.TLSClientCAFile != "", CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile,
+		})
+		if err != nil {
 			return err
 		}
 	}
