@@ -181,9 +181,6 @@ var removed = map[string]string{
 // validate checks every setting at once.
 func (c config) validate() error {
 	errs := settings.Check(varPrefix, &c)
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s_%s: %s", varPrefix, name, fmt.Sprintf(format, args...)))
-	}
 	// A response must be written within WRITE_TIMEOUT of the end of the request's headers, else
 	// the client gets no answer at all: a batch's body and its lookup must fit in it. In
 	// seconds, as floats: a sum of durations near their limit would wrap round to a small one.
@@ -191,22 +188,15 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
 			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout))
 	}
-	if len(c.APITokens) > 0 && c.APITokensFile != "" {
-		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
-	}
-	for _, t := range c.APITokens {
-		if strings.TrimSpace(t) == "" {
-			bad("API_TOKENS", "holds an empty token")
-		}
-	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		bad("LOG_LEVEL", "%v", err)
+		errs = append(errs, fmt.Errorf("BIGSEG_LOG_LEVEL: %w", err))
 	}
 	if envs, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	} else if c.CacheSize > 0 && c.CacheSize < 2*len(envs) {
-		bad("CACHE_SIZE", "%d cannot be shared by %d environments: 2 each at least, or 0 (no cache)", c.CacheSize, len(envs))
+		errs = append(errs, fmt.Errorf("BIGSEG_CACHE_SIZE: %d cannot be shared by %d environments: 2 each at least, or 0 (no cache)", c.CacheSize, len(envs)))
 	}
+	errs = append(errs, auth.CheckTokens(c.APITokens, c.APITokensFile)...)
 	errs = append(errs, auth.CheckTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.MetricsTLS, c.MetricsAddr)...)
 	errs = append(errs, c.validateStores()...)
 	return errors.Join(errs...)
