@@ -202,16 +202,6 @@ func (c config) validate() error {
 	return errors.Join(errs...)
 }
 
-// needStore refuses a configuration with no store: served, it would answer "no membership" for
-// every context while healthy and ready.
-func needStore(c config) error {
-	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
-		return errors.New("no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
-			"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store")
-	}
-	return nil
-}
-
 func (c config) hasRedis() bool { return len(c.redisURLs().URLSettings()) > 0 }
 
 func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }

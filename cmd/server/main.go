@@ -74,9 +74,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if cmd == "" {
-		if err := needStore(cfg); err != nil {
-			return err
-		}
 		level, _ := parseLevel(cfg.LogLevel)
 		signals := make(chan os.Signal, 2)
 		signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

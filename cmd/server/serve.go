@@ -339,7 +339,8 @@ type openedStore struct {
 	close        func()
 }
 
-// openStore opens the configured stores; m gets the metrics of their client, tp its spans.
+// openStore opens the configured stores, and refuses to go on without one; m gets the metrics
+// of their client, tp its spans.
 func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	envs, err := cfg.servedEnvironments()
 	if err != nil {
@@ -354,6 +355,9 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 		return openDynamoDB(ctx, cfg, envs, prefixes, log, m, tp)
 	case cfg.hasRedis():
 		return openRedis(cfg, envs, prefixes, log, m, tp)
+	case cfg.SeedFile == "": // served, no store would answer "no membership" for every context while healthy and ready
+		return openedStore{}, errors.New("no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
+			"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store")
 	}
 	store, err := memory.Open(cfg.SeedFile, time.Now)
 	if err != nil {
