@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -100,12 +101,20 @@ func New(cfg Config, svc Service) http.Handler {
 	return s.mux
 }
 
-// NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics) and
-// the probes (/livez, /healthz, /readyz).
+// NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics),
+// the probes (/livez, /healthz, /readyz) and Go's /debug/pprof, which the API never serves.
+// pprof's handlers are outside the API's middleware: a profile's answer takes as long as it
+// asks for, and a symbol lookup is a POST with a body.
 func NewOps(cfg Config, svc Service) http.Handler {
 	s := newServer(cfg, svc)
 	s.opsRoutes(s.mux)
-	return s.mux
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", s.mux)
+	return mux
 }
 
 func newServer(cfg Config, svc Service) *server {

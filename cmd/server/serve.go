@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime"
 	"strings"
@@ -172,13 +171,7 @@ func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, scope f
 // It answers little and to few (sideConns), with short timeouts, but for writes as long as a
 // profile (pprof's default 30 s).
 func (a *app) opsServer(metricsHandler http.Handler) *http.Server {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
-	srv := &http.Server{Handler: mux,
+	srv := &http.Server{Handler: handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: a.opsLn.ConnState, Protocols: http1Only(),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
