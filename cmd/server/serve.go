@@ -88,7 +88,13 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	if err := a.listen(); err != nil {
+	if a.ln, err = listen("API", cfg.Addr, cfg.MaxConns); err != nil {
+		return nil, err
+	}
+	if a.opsLn, err = listen("metrics", cfg.MetricsAddr, sideConns); err != nil {
+		return nil, err
+	}
+	if a.respLn, err = listen("Redis-protocol", cfg.RESPAddr, cfg.RESPMaxConns); err != nil {
 		return nil, err
 	}
 	a.servers(m, reg, handlers.Scope(names...))
@@ -99,28 +105,17 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 // profilers need few.
 const sideConns = 64
 
-// listen opens the API's listener, and the operators' and the Redis-protocol one when
-// configured, each under a connection limit of its own.
-func (a *app) listen() error {
-	for _, l := range []struct {
-		ln         **limit.Listener
-		name, addr string
-		max        int
-	}{
-		{&a.ln, "API", a.cfg.Addr, a.cfg.MaxConns},
-		{&a.opsLn, "metrics", a.cfg.MetricsAddr, sideConns},
-		{&a.respLn, "Redis-protocol", a.cfg.RESPAddr, a.cfg.RESPMaxConns},
-	} {
-		if l.addr == "" {
-			continue
-		}
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			return fmt.Errorf("%s listener: %w", l.name, err)
-		}
-		*l.ln = limit.NewListener(ln, l.max)
+// listen opens a listener on addr under a connection limit of its own; none (nil) when addr
+// is "" (an optional listener not configured).
+func listen(name, addr string, maxConns int) (*limit.Listener, error) {
+	if addr == "" {
+		return nil, nil
 	}
-	return nil
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	return limit.NewListener(ln, maxConns), nil
 }
 
 // servers makes what serves each listener: the HTTP API, the operators' HTTP server and the
