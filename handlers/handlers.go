@@ -119,11 +119,10 @@ func NewOps(cfg Config, svc Service) http.Handler {
 
 func newServer(cfg Config, svc Service) *server {
 	s := &server{svc: svc, envs: svc.Environments(), byName: make(map[string]*segments.Environment), Config: cfg, mux: chi.NewRouter()}
-	names := make([]string, len(s.envs))
-	for i, e := range s.envs {
-		s.byName[e.Name], names[i] = e, e.Name
+	for _, e := range s.envs {
+		s.byName[e.Name] = e
 	}
-	s.scope = Scope(names...)
+	s.scope = Scope(segments.Names(s.envs)...)
 	s.setDefaults()
 	s.Observe = s.logRequests(s.Observe)
 	if s.Trace != nil {

@@ -114,6 +114,16 @@ func ValidateName(name string) error {
 // Environments are the environments served, in the order given to New.
 func (s *Service) Environments() []*Environment { return s.envs }
 
+// Names are the names of envs, in their order: what a message lists, and what a route or a
+// token's scope may name.
+func Names(envs []*Environment) []string {
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		names[i] = e.Name
+	}
+	return names
+}
+
 // StaleAfter is the staleness threshold, which /status reports beside each status.
 func (s *Service) StaleAfter() time.Duration { return s.cfg.StaleAfter }
 

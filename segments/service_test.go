@@ -680,3 +680,13 @@ func TestValidateName(t *testing.T) {
 		}
 	}
 }
+
+func TestNames(t *testing.T) {
+	envs := []*Environment{{Name: "production", Prefix: "ld-prod"}, {Name: "staging", Prefix: "ld-staging"}}
+	if diff := cmp.Diff([]string{"production", "staging"}, Names(envs)); diff != "" {
+		t.Errorf("Names (-want +got):\n%s", diff)
+	}
+	if got := Names(nil); len(got) != 0 {
+		t.Errorf("Names(nil) = %q", got)
+	}
+}

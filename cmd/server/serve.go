@@ -81,10 +81,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 			return nil, err
 		}
 	}
-	var names []string
-	for _, e := range a.svc.Environments() {
-		names = append(names, e.Name)
-	}
+	names := segments.Names(a.svc.Environments())
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
