@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // Defaults of Config: the SDKs' cache TTL, poll interval and staleness threshold, and a cache
@@ -76,7 +77,7 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 		s.cfg.ReadMetadata = s.readEach
 	}
 	for i, in := range envs {
-		switch err := ValidateName(in.Name); {
+		switch err := cmp.Or(ValidateName(in.Name), ValidatePrefix(in.Prefix)); {
 		case err != nil:
 			return nil, fmt.Errorf("environment %q: %w", in.Name, err)
 		case slices.ContainsFunc(envs[:i], func(o Environment) bool { return o.Name == in.Name }):
@@ -107,6 +108,16 @@ func ValidateName(name string) error {
 	if name == "" || len(name) > 63 || name[0] == '-' || name[0] == '_' ||
 		strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
 		return errors.New("a name is lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters (it is part of paths)")
+	}
+	return nil
+}
+
+// ValidatePrefix says why prefix cannot be an environment's, or nil: whitespace or a control
+// character, as in a value pasted with its newline, which no synchronizer writes: served, it
+// would hold no data.
+func ValidatePrefix(prefix string) error {
+	if strings.ContainsFunc(prefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return fmt.Errorf("the prefix %q has whitespace or control characters: no synchronizer writes one", prefix)
 	}
 	return nil
 }

@@ -690,3 +690,14 @@ func TestNames(t *testing.T) {
 		t.Errorf("Names(nil) = %q", got)
 	}
 }
+
+func TestValidatePrefix(t *testing.T) {
+	for prefix, want := range map[string]bool{
+		"": true, "launchdarkly": true, "ld-prod:eu": true, "é": true,
+		"ld-prod\n": false, " ld-prod": false, "ld prod": false, "ld\tprod": false, "ld\x00prod": false, "ld\u00a0prod": false,
+	} {
+		if got := ValidatePrefix(prefix) == nil; got != want {
+			t.Errorf("ValidatePrefix(%q) accepts: %v, want %v", prefix, got, want)
+		}
+	}
+}

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
@@ -248,18 +248,15 @@ func (c config) validateStores() []error {
 	return errs
 }
 
-// defaultEnvironment names the one environment of BIGSEG_PREFIX.
-const defaultEnvironment = "default"
-
 // servedEnvironments are the environments served, by name and prefix (openStore gives them
 // their stores): those of BIGSEG_ENVIRONMENTS, or one, named default, of BIGSEG_PREFIX. A pair
 // that is malformed, or repeats a name or prefix, is an error that names it.
 func (c config) servedEnvironments() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
-		if badPrefix(c.Prefix) {
-			return nil, fmt.Errorf("BIGSEG_PREFIX: %q has whitespace or control characters: no synchronizer writes such a prefix", c.Prefix)
+		if err := segments.ValidatePrefix(c.Prefix); err != nil {
+			return nil, fmt.Errorf("BIGSEG_PREFIX: %w", err)
 		}
-		return []segments.Environment{{Name: defaultEnvironment, Prefix: c.Prefix}}, nil
+		return []segments.Environment{{Name: "default", Prefix: c.Prefix}}, nil
 	}
 	var envs []segments.Environment
 	names, prefixes := map[string]bool{}, map[string]bool{}
@@ -269,20 +266,16 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		bad := func(why string) error {
 			return fmt.Errorf("BIGSEG_ENVIRONMENTS: pair %d (%q): %s", i+1, pair, why)
 		}
-		nameErr := segments.ValidateName(name)
+		invalid := cmp.Or(segments.ValidateName(name), segments.ValidatePrefix(prefix))
 		switch {
-		case pair == "":
-			return nil, bad("empty: want name=prefix")
-		case !ok:
+		case !ok: // an empty pair too
 			return nil, bad("want name=prefix")
 		case prefix == "" && !c.hasDynamoDB():
 			return nil, bad("want name=prefix (an empty prefix is DynamoDB's default only)")
 		case c.hasDynamoDB() && (prefix == "" && prefixes["launchdarkly"] || prefix == "launchdarkly" && prefixes[""]):
 			return nil, bad("the empty prefix and launchdarkly cannot both be served: the Redis-protocol listener serves the empty one as launchdarkly")
-		case nameErr != nil:
-			return nil, bad(nameErr.Error())
-		case badPrefix(prefix):
-			return nil, bad(fmt.Sprintf("the prefix %q has whitespace or control characters: no synchronizer writes one", prefix))
+		case invalid != nil:
+			return nil, bad(invalid.Error())
 		case names[name]:
 			return nil, bad("the name " + name + " is given twice")
 		case prefixes[prefix]:
@@ -292,12 +285,6 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		envs = append(envs, segments.Environment{Name: name, Prefix: prefix})
 	}
 	return envs, nil
-}
-
-// badPrefix says whether prefix holds whitespace or a control character: a value pasted with
-// its newline, say, which would be served as a prefix that holds no data.
-func badPrefix(prefix string) bool {
-	return strings.ContainsFunc(prefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 }
 
 // environmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for

@@ -103,7 +103,7 @@ func TestServed(t *testing.T) {
 	t.Parallel()
 	c := defaultConfig()
 	envs, err := c.servedEnvironments()
-	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: defaultEnvironment, Prefix: c.Prefix}) {
+	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: "default", Prefix: c.Prefix}) {
 		t.Errorf("no BIGSEG_ENVIRONMENTS: %v, %v; want the default environment of BIGSEG_PREFIX", envs, err)
 	}
 	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
