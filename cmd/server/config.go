@@ -18,7 +18,6 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// varPrefix begins the name of every setting's variable.
 const varPrefix = "BIGSEG"
 
 // config is the server's settings: every BIGSEG_* variable, its default and its bounds. The
@@ -90,7 +89,6 @@ func (c *config) derive() {
 	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
 
-// defaultConfig is the configuration with no variable set.
 func defaultConfig() config {
 	c := config{
 		Addr:                    ":8080",
@@ -135,7 +133,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return cfg, cfg.validate()
 }
 
-// unknownVariables refuses a BIGSEG_* variable that names no setting, or a removed one.
 func unknownVariables(environ []string) error {
 	return settings.Unknown(environ, varPrefix, &config{}, removed)
 }
@@ -178,7 +175,6 @@ var removed = map[string]string{
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
-// validate checks every setting at once.
 func (c config) validate() error {
 	errs := settings.Check(varPrefix, &c)
 	// A response must be written within WRITE_TIMEOUT of the end of the request's headers, else
@@ -206,7 +202,6 @@ func (c config) hasRedis() bool { return len(c.redisURLs().URLSettings()) > 0 }
 
 func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
 
-// redisURLs are the Redis client's options that the URL settings give.
 func (c config) redisURLs() redis.ClientOptions {
 	return redis.ClientOptions{URL: c.RedisURL, ClusterURL: c.RedisClusterURL, SentinelURL: c.RedisSentinelURL}
 }

@@ -102,8 +102,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 // profilers need few.
 const sideConns = 64
 
-// listen opens a listener on addr under a connection limit of its own; none (nil) when addr
-// is "" (an optional listener not configured).
+// listen opens a listener under a connection limit of its own; none (nil) if addr is unset.
 func listen(name, addr string, maxConns int) (*limit.Listener, error) {
 	if addr == "" {
 		return nil, nil
@@ -354,7 +353,6 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 	return openedStore{envs: envs, name: "embedded", reload: store.Reload, close: func() {}}, nil
 }
 
-// openRedis opens the stores of the environments on one Redis client, whose pool m watches.
 func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	opts, err := cfg.redisOptions()
 	if err != nil {
