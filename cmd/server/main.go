@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -121,26 +120,22 @@ func version() string {
 func runHealthcheck(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
+	given := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	client := http.DefaultClient
-	if *url == "" {
-		var err error
-		*url, client, err = healthcheck.Self(healthcheck.Server{
-			API:       healthcheck.Listener{Setting: "BIGSEG_ADDR", Addr: cfg.Addr, TLS: cfg.TLSCertFile != ""},
-			Metrics:   healthcheck.Listener{Setting: "BIGSEG_METRICS_ADDR", Addr: cfg.MetricsAddr, TLS: cfg.MetricsTLS},
-			MutualTLS: cfg.TLSClientCAFile != "", CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile,
-		})
-		if err != nil {
-			return err
-		}
+	url, client, err := healthcheck.Self(healthcheck.Server{URL: *given,
+		API:       healthcheck.Listener{Setting: "BIGSEG_ADDR", Addr: cfg.Addr, TLS: cfg.TLSCertFile != ""},
+		Metrics:   healthcheck.Listener{Setting: "BIGSEG_METRICS_ADDR", Addr: cfg.MetricsAddr, TLS: cfg.MetricsTLS},
+		MutualTLS: cfg.TLSClientCAFile != "", CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile,
+	})
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := healthcheck.Get(ctx, client, *url); err != nil {
+	if err := healthcheck.Get(ctx, client, url); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "ok")

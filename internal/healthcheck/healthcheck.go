@@ -26,8 +26,10 @@ type Listener struct {
 // Server is the server on this host, as its settings give it: its API's listener and its
 // operators' (Addr "" when it has none). Under mutual TLS the check presents the server's own
 // certificate (CertFile, KeyFile), which works where one CA issues both, as cert-manager's CA
-// issuers do; else give the server an operators' listener.
+// issuers do; else give the server an operators' listener. A URL given (--url) is asked as it
+// is, with http.DefaultClient.
 type Server struct {
+	URL               string
 	API, Metrics      Listener
 	MutualTLS         bool
 	CertFile, KeyFile string
@@ -38,6 +40,9 @@ type Server struct {
 // listener listens on every address. Over TLS it verifies no certificate (it checks its own
 // process).
 func Self(s Server) (string, *http.Client, error) {
+	if s.URL != "" {
+		return s.URL, http.DefaultClient, nil
+	}
 	l := s.API
 	if s.Metrics.Addr != "" {
 		l = s.Metrics

@@ -49,6 +49,15 @@ func TestSelfPrefersTheOperatorsListener(t *testing.T) {
 	}
 }
 
+// A URL given is asked as it is, whatever the listeners, with the default client.
+func TestSelfGivenURL(t *testing.T) {
+	s := api(":0", true)
+	s.URL = "https://10.1.2.3:8443/livez"
+	if got, c, err := healthcheck.Self(s); err != nil || got != s.URL || c != http.DefaultClient {
+		t.Errorf("Self = %q, %v; want the URL given, with the default client", got, err)
+	}
+}
+
 // Get fails unless the answer is 200, and says what it was.
 func TestGet(t *testing.T) {
 	code := http.StatusOK
