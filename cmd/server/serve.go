@@ -256,12 +256,7 @@ func (a *app) reload() {
 // BIGSEG_WRITE_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay time.Duration) error {
 	a.svc.Drain()
-	if delay > 0 {
-		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
-		if shutdown.Delay(signals, failed.Done(), delay) {
-			a.log.Info("shutting down: delay cut short by a second signal")
-		}
-	}
+	shutdown.Delay(a.log, signals, failed.Done(), delay)
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
