@@ -76,10 +76,8 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
 	a.inv = inventory.New(a.svc.Environments(), inventory.Settings{Interval: cfg.InventoryInterval, ReadsPerSecond: cfg.InventoryReadsPerSecond},
 		log, m.Inventory(cfg.InventoryInterval, cfg.InventoryMaxSegments))
-	if cfg.TLSCertFile != "" {
-		if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
-			return nil, err
-		}
+	if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
+		return nil, err
 	}
 	names := segments.Names(a.svc.Environments())
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
