@@ -69,7 +69,6 @@ type config struct {
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShutdownTimeout time.Duration `ignored:"true"`
 	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxStreams                                         int           `ignored:"true"`
-	RESPTLS                                                                                        bool          `ignored:"true"`
 	MaxBodyBytes, BodyMemoryBytes                                                                  int64         `ignored:"true"`
 }
 
@@ -85,7 +84,6 @@ func (c *config) derive() {
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
 	c.BodyMemoryBytes = max(64<<20, 64*c.MaxBodyBytes)
 	c.MaxStreams = c.MaxConns / 2
-	c.RESPTLS = c.TLSCertFile != ""
 	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
 

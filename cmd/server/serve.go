@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -219,7 +218,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	if a.resp != nil {
 		group.Go(func() error { return shutdown.Served("Redis-protocol", a.resp.Serve(a.respLn)) })
-		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
+		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.certs != nil, "prefixes", prefixes)
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "", "store", a.store.name,
 		"auth", a.tokens.Enabled(), "version", version(), "environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(),
