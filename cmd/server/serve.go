@@ -284,12 +284,10 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	return err
 }
 
-// close releases what newApp opened and run did not (run closes every listener it served):
-// the listeners, if run never ran, and the store (the Redis client).
+// close releases what newApp opened and run did not (run closes every listener it served, and
+// returns once the Redis-protocol server's Shutdown has closed its connections): the
+// listeners, if run never ran, and the store (the Redis client).
 func (a *app) close() {
-	if a.resp != nil {
-		a.resp.Close()
-	}
 	for _, ln := range []*limit.Listener{a.opsLn, a.respLn, a.ln} {
 		if ln != nil {
 			ln.Close()
