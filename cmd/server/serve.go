@@ -262,11 +262,7 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	if a.resp != nil {
 		wg.Go(func() { respErr = a.resp.Shutdown(ctx) })
 	}
-	err := a.srv.Shutdown(ctx)
-	if err != nil {
-		a.srv.Close() // requests still running past the timeout: cut them
-		err = fmt.Errorf("shutdown: %w", err)
-	}
+	err := shutdown.Stop(ctx, a.srv)
 	wg.Wait()
 	// The spans and metrics of the drain, exported within what is left of the timeout.
 	if telErr := a.tel.Shutdown(ctx); telErr != nil {

@@ -82,3 +82,14 @@ func Served(name string, err error) error {
 	}
 	return fmt.Errorf("%s listener: %w", name, err)
 }
+
+// Stop shuts srv down: its listeners close at once and its requests in flight may finish
+// until ctx ends; then the connections of those still running are cut, and the shutdown's
+// error returned.
+func Stop(ctx context.Context, srv *http.Server) error {
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

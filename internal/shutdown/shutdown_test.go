@@ -109,3 +109,46 @@ func TestServed(t *testing.T) {
 		t.Errorf("Served = %v", err)
 	}
 }
+
+// Stop lets a request in flight finish within ctx; past it, it cuts the request's connection
+// and says the shutdown did not finish.
+func TestStop(t *testing.T) {
+	for _, finishes := range []bool{true, false} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		entered, finish := make(chan struct{}), make(chan struct{})
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(entered)
+			select {
+			case <-finish:
+			case <-r.Context().Done(): // its connection cut
+			}
+		})}
+		go shutdown.Serve("API", srv, ln)
+		answered := make(chan error, 1)
+		go func() {
+			resp, err := http.Get("http://" + ln.Addr().String())
+			if err == nil {
+				resp.Body.Close()
+			}
+			answered <- err
+		}()
+		<-entered
+		ctx, cancel := context.WithCancel(context.Background())
+		if finishes {
+			close(finish) // the request ends while Stop waits for it
+		} else {
+			cancel() // no time left: Stop cuts the request
+		}
+		err = shutdown.Stop(ctx, srv)
+		cancel()
+		if got := <-answered; finishes != (err == nil && got == nil) {
+			t.Errorf("finishes %v: Stop = %v, the request got %v", finishes, err, got)
+		}
+		if !finishes && !errors.Is(err, context.Canceled) {
+			t.Errorf("Stop past its context = %v, want context.Canceled", err)
+		}
+	}
+}
