@@ -368,10 +368,6 @@ func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *
 	}, nil
 }
 
-// dynamoStatusTimeout bounds a status poll's read of DynamoDB, as Redis's read timeout bounds
-// Redis's: a hung read makes the store unavailable after about a second.
-const dynamoStatusTimeout = time.Second
-
 // openDynamoDB opens the stores of the environments in the table of BIGSEG_DYNAMODB_TABLE, on
 // one client configured by the AWS SDK's own settings, whose requests m counts.
 func openDynamoDB(ctx context.Context, cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
@@ -388,12 +384,8 @@ func openDynamoDB(ctx context.Context, cfg config, envs []segments.Environment, 
 		envs[i].Store = ds[i]
 	}
 	return openedStore{
-		envs: envs,
-		readMetadata: func(ctx context.Context) []segments.MetadataRead {
-			ctx, cancel := context.WithTimeout(ctx, dynamoStatusTimeout)
-			defer cancel()
-			return dynamodb.Metadatas(ctx, ds...)
-		},
-		name: "dynamodb", table: cfg.DynamoDBTable, errorCode: dynamodb.ErrorCode, close: client.Close,
+		envs:         envs,
+		readMetadata: func(ctx context.Context) []segments.MetadataRead { return dynamodb.Status(ctx, ds...) },
+		name:         "dynamodb", table: cfg.DynamoDBTable, errorCode: dynamodb.ErrorCode, close: client.Close,
 	}, nil
 }
