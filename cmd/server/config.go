@@ -261,7 +261,9 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		}
 		invalid := cmp.Or(segments.ValidateName(name), segments.ValidatePrefix(prefix))
 		switch {
-		case !ok: // an empty pair too
+		case pair == "":
+			return nil, bad("empty: want name=prefix")
+		case !ok:
 			return nil, bad("want name=prefix")
 		case prefix == "" && !c.hasDynamoDB():
 			return nil, bad("want name=prefix (an empty prefix is DynamoDB's default only)")
