@@ -40,13 +40,7 @@ func (s *server) environment(w http.ResponseWriter, r *http.Request) (*segments.
 // notAnEnvironment is what Scope says of a route's name that no environment could have.
 const notAnEnvironment = "(not an environment name)"
 
-func (s *server) names() string {
-	names := make([]string, len(s.envs))
-	for i, e := range s.envs {
-		names[i] = e.Name
-	}
-	return strings.Join(names, ", ")
-}
+func (s *server) names() string { return strings.Join(segments.Names(s.envs), ", ") }
 
 // Scope returns what a token check asks of a request to the environments served (names): the
 // environment it is about, its route's or the one served, or "" for every one (an unscoped

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -100,21 +101,28 @@ func New(cfg Config, svc Service) http.Handler {
 	return s.mux
 }
 
-// NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics) and
-// the probes (/livez, /healthz, /readyz).
+// NewOps returns the handler of a listener for operations only: /metrics (Config.Metrics),
+// the probes (/livez, /healthz, /readyz) and Go's /debug/pprof, which the API never serves.
+// pprof's handlers are outside the API's middleware: a profile's answer takes as long as it
+// asks for, and a symbol lookup is a POST with a body.
 func NewOps(cfg Config, svc Service) http.Handler {
 	s := newServer(cfg, svc)
 	s.opsRoutes(s.mux)
-	return s.mux
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", s.mux)
+	return mux
 }
 
 func newServer(cfg Config, svc Service) *server {
 	s := &server{svc: svc, envs: svc.Environments(), byName: make(map[string]*segments.Environment), Config: cfg, mux: chi.NewRouter()}
-	names := make([]string, len(s.envs))
-	for i, e := range s.envs {
-		s.byName[e.Name], names[i] = e, e.Name
+	for _, e := range s.envs {
+		s.byName[e.Name] = e
 	}
-	s.scope = Scope(names...)
+	s.scope = Scope(segments.Names(s.envs)...)
 	s.setDefaults()
 	s.Observe = s.logRequests(s.Observe)
 	if s.Trace != nil {

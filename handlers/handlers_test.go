@@ -408,6 +408,27 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 	}
 }
 
+// The operators' listener serves the probes and Go's /debug/pprof, and no lookup; the API
+// serves no /debug/pprof.
+func TestOpsRoutes(t *testing.T) {
+	svc := oneService(memoryStore(t, nil))
+	ops := httptest.NewServer(handlers.NewOps(handlers.Config{}, svc))
+	defer ops.Close()
+	api := httptest.NewServer(handlers.New(handlers.Config{}, svc))
+	defer api.Close()
+	for url, want := range map[string]int{ops.URL + "/livez": 200, ops.URL + "/debug/pprof/": 200,
+		ops.URL + "/debug/pprof/goroutine?debug=1": 200, ops.URL + "/memberships/alice": 404, api.URL + "/debug/pprof/goroutine?debug=1": 404} {
+		resp, err := http.Get(url) // pprof's answers are no API's: not checked against api/openapi.yaml
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", url, resp.StatusCode, want)
+		}
+	}
+}
+
 func TestOpenAPIServed(t *testing.T) {
 	srv := newServer(t, memoryStore(t, nil))
 	resp, body := get(t, srv.URL+"/openapi.yaml")

@@ -35,6 +35,7 @@ func (s *server) lookupRoutes(prefix string) func(chi.Router) {
 
 // opsRoutes lists the routes of the operations listener (NewOps), also on the API: for
 // Prometheus and kubelets that cannot present the client certificate the API may require.
+// NewOps adds Go's /debug/pprof, there only.
 func (s *server) opsRoutes(r chi.Router) {
 	r.Get("/livez", s.getLive())
 	r.Get("/healthz", s.getLive())

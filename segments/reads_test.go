@@ -183,6 +183,7 @@ func TestNewRefuses(t *testing.T) {
 		{"none", nil, Config{}, "no environment"},
 		{"a bad name", []Environment{{Name: "Prod", Store: store}}, Config{}, "lower-case"},
 		{"a name twice", []Environment{{Name: "a", Store: store}, {Name: "a", Store: store}}, Config{}, "twice"},
+		{"a prefix with its newline", []Environment{{Name: "a", Prefix: "ld-prod\n", Store: store}}, Config{}, "whitespace or control characters"},
 		{"no store", []Environment{{Name: "a"}}, Config{}, "no store"},
 		// Each environment's cache is a pair of go-caches of half its share: less than 2 each
 		// would be rounded up, past the bound.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // Defaults of Config: the SDKs' cache TTL, poll interval and staleness threshold, and a cache
@@ -76,7 +77,7 @@ func New(envs []Environment, cfg Config) (*Service, error) {
 		s.cfg.ReadMetadata = s.readEach
 	}
 	for i, in := range envs {
-		switch err := ValidateName(in.Name); {
+		switch err := cmp.Or(ValidateName(in.Name), ValidatePrefix(in.Prefix)); {
 		case err != nil:
 			return nil, fmt.Errorf("environment %q: %w", in.Name, err)
 		case slices.ContainsFunc(envs[:i], func(o Environment) bool { return o.Name == in.Name }):
@@ -111,8 +112,28 @@ func ValidateName(name string) error {
 	return nil
 }
 
+// ValidatePrefix says why prefix cannot be an environment's, or nil: whitespace or a control
+// character, as in a value pasted with its newline, which no synchronizer writes: served, it
+// would hold no data.
+func ValidatePrefix(prefix string) error {
+	if strings.ContainsFunc(prefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return fmt.Errorf("the prefix %q has whitespace or control characters: no synchronizer writes one", prefix)
+	}
+	return nil
+}
+
 // Environments are the environments served, in the order given to New.
 func (s *Service) Environments() []*Environment { return s.envs }
+
+// Names are the names of envs, in their order: what a message lists, and what a route or a
+// token's scope may name.
+func Names(envs []*Environment) []string {
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		names[i] = e.Name
+	}
+	return names
+}
 
 // StaleAfter is the staleness threshold, which /status reports beside each status.
 func (s *Service) StaleAfter() time.Duration { return s.cfg.StaleAfter }

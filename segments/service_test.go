@@ -687,3 +687,24 @@ func TestValidateName(t *testing.T) {
 		}
 	}
 }
+
+func TestNames(t *testing.T) {
+	envs := []*Environment{{Name: "production", Prefix: "ld-prod"}, {Name: "staging", Prefix: "ld-staging"}}
+	if diff := cmp.Diff([]string{"production", "staging"}, Names(envs)); diff != "" {
+		t.Errorf("Names (-want +got):\n%s", diff)
+	}
+	if got := Names(nil); len(got) != 0 {
+		t.Errorf("Names(nil) = %q", got)
+	}
+}
+
+func TestValidatePrefix(t *testing.T) {
+	for prefix, want := range map[string]bool{
+		"": true, "launchdarkly": true, "ld-prod:eu": true, "é": true,
+		"ld-prod\n": false, " ld-prod": false, "ld prod": false, "ld\tprod": false, "ld\x00prod": false, "ld\u00a0prod": false,
+	} {
+		if got := ValidatePrefix(prefix) == nil; got != want {
+			t.Errorf("ValidatePrefix(%q) accepts: %v, want %v", prefix, got, want)
+		}
+	}
+}

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/bigseg/bigseg/handlers"
 	"github.com/bigseg/bigseg/internal/auth"
@@ -18,7 +18,6 @@ import (
 	"github.com/bigseg/bigseg/storage/redis"
 )
 
-// varPrefix begins the name of every setting's variable.
 const varPrefix = "BIGSEG"
 
 // config is the server's settings: every BIGSEG_* variable, its default and its bounds. The
@@ -70,7 +69,6 @@ type config struct {
 	// Not settings: derived from them (derive), or constants.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout, RESPReadTimeout, RESPIdleTimeout, ShutdownTimeout time.Duration `ignored:"true"`
 	MaxHeaderBytes, RESPMaxConns, MaxBatchRefs, MaxStreams                                         int           `ignored:"true"`
-	RESPTLS                                                                                        bool          `ignored:"true"`
 	MaxBodyBytes, BodyMemoryBytes                                                                  int64         `ignored:"true"`
 }
 
@@ -86,11 +84,9 @@ func (c *config) derive() {
 	c.MaxBodyBytes = int64(c.MaxBatch)*int64(c.MaxKeyBytes+24) + 1024
 	c.BodyMemoryBytes = max(64<<20, 64*c.MaxBodyBytes)
 	c.MaxStreams = c.MaxConns / 2
-	c.RESPTLS = c.TLSCertFile != ""
 	c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout = 2*time.Minute, 16<<10, 0
 }
 
-// defaultConfig is the configuration with no variable set.
 func defaultConfig() config {
 	c := config{
 		Addr:                    ":8080",
@@ -135,7 +131,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return cfg, cfg.validate()
 }
 
-// unknownVariables refuses a BIGSEG_* variable that names no setting, or a removed one.
 func unknownVariables(environ []string) error {
 	return settings.Unknown(environ, varPrefix, &config{}, removed)
 }
@@ -178,12 +173,8 @@ var removed = map[string]string{
 	"RESP_IDLE_TIMEOUT":              "Redis-protocol connections may wait for their next command without a bound, as Redis's own (timeout 0); at BIGSEG_MAX_CONNS the idlest is closed to make room",
 }
 
-// validate checks every setting at once.
 func (c config) validate() error {
 	errs := settings.Check(varPrefix, &c)
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s_%s: %s", varPrefix, name, fmt.Sprintf(format, args...)))
-	}
 	// A response must be written within WRITE_TIMEOUT of the end of the request's headers, else
 	// the client gets no answer at all: a batch's body and its lookup must fit in it. In
 	// seconds, as floats: a sum of durations near their limit would wrap round to a small one.
@@ -191,42 +182,24 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("BIGSEG_LOOKUP_TIMEOUT + BIGSEG_BODY_READ_TIMEOUT (%s + %s) must be less than BIGSEG_WRITE_TIMEOUT (%s), within which a lookup's answer is written: lower the first or raise the second",
 			c.LookupTimeout, c.BodyReadTimeout, c.WriteTimeout))
 	}
-	if len(c.APITokens) > 0 && c.APITokensFile != "" {
-		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
-	}
-	for _, t := range c.APITokens {
-		if strings.TrimSpace(t) == "" {
-			bad("API_TOKENS", "holds an empty token")
-		}
-	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		bad("LOG_LEVEL", "%v", err)
+		errs = append(errs, fmt.Errorf("BIGSEG_LOG_LEVEL: %w", err))
 	}
 	if envs, err := c.servedEnvironments(); err != nil {
 		errs = append(errs, err)
 	} else if c.CacheSize > 0 && c.CacheSize < 2*len(envs) {
-		bad("CACHE_SIZE", "%d cannot be shared by %d environments: 2 each at least, or 0 (no cache)", c.CacheSize, len(envs))
+		errs = append(errs, fmt.Errorf("BIGSEG_CACHE_SIZE: %d cannot be shared by %d environments: 2 each at least, or 0 (no cache)", c.CacheSize, len(envs)))
 	}
+	errs = append(errs, auth.CheckTokens(c.APITokens, c.APITokensFile)...)
 	errs = append(errs, auth.CheckTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.MetricsTLS, c.MetricsAddr)...)
 	errs = append(errs, c.validateStores()...)
 	return errors.Join(errs...)
-}
-
-// needStore refuses a configuration with no store: served, it would answer "no membership" for
-// every context while healthy and ready.
-func needStore(c config) error {
-	if !c.hasRedis() && !c.hasDynamoDB() && c.SeedFile == "" {
-		return errors.New("no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
-			"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store")
-	}
-	return nil
 }
 
 func (c config) hasRedis() bool { return len(c.redisURLs().URLSettings()) > 0 }
 
 func (c config) hasDynamoDB() bool { return c.DynamoDBTable != "" }
 
-// redisURLs are the Redis client's options that the URL settings give.
 func (c config) redisURLs() redis.ClientOptions {
 	return redis.ClientOptions{URL: c.RedisURL, ClusterURL: c.RedisClusterURL, SentinelURL: c.RedisSentinelURL}
 }
@@ -268,18 +241,15 @@ func (c config) validateStores() []error {
 	return errs
 }
 
-// defaultEnvironment names the one environment of BIGSEG_PREFIX.
-const defaultEnvironment = "default"
-
 // servedEnvironments are the environments served, by name and prefix (openStore gives them
 // their stores): those of BIGSEG_ENVIRONMENTS, or one, named default, of BIGSEG_PREFIX. A pair
 // that is malformed, or repeats a name or prefix, is an error that names it.
 func (c config) servedEnvironments() ([]segments.Environment, error) {
 	if len(c.Environments) == 0 {
-		if badPrefix(c.Prefix) {
-			return nil, fmt.Errorf("BIGSEG_PREFIX: %q has whitespace or control characters: no synchronizer writes such a prefix", c.Prefix)
+		if err := segments.ValidatePrefix(c.Prefix); err != nil {
+			return nil, fmt.Errorf("BIGSEG_PREFIX: %w", err)
 		}
-		return []segments.Environment{{Name: defaultEnvironment, Prefix: c.Prefix}}, nil
+		return []segments.Environment{{Name: "default", Prefix: c.Prefix}}, nil
 	}
 	var envs []segments.Environment
 	names, prefixes := map[string]bool{}, map[string]bool{}
@@ -289,7 +259,7 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		bad := func(why string) error {
 			return fmt.Errorf("BIGSEG_ENVIRONMENTS: pair %d (%q): %s", i+1, pair, why)
 		}
-		nameErr := segments.ValidateName(name)
+		invalid := cmp.Or(segments.ValidateName(name), segments.ValidatePrefix(prefix))
 		switch {
 		case pair == "":
 			return nil, bad("empty: want name=prefix")
@@ -299,10 +269,8 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 			return nil, bad("want name=prefix (an empty prefix is DynamoDB's default only)")
 		case c.hasDynamoDB() && (prefix == "" && prefixes["launchdarkly"] || prefix == "launchdarkly" && prefixes[""]):
 			return nil, bad("the empty prefix and launchdarkly cannot both be served: the Redis-protocol listener serves the empty one as launchdarkly")
-		case nameErr != nil:
-			return nil, bad(nameErr.Error())
-		case badPrefix(prefix):
-			return nil, bad(fmt.Sprintf("the prefix %q has whitespace or control characters: no synchronizer writes one", prefix))
+		case invalid != nil:
+			return nil, bad(invalid.Error())
 		case names[name]:
 			return nil, bad("the name " + name + " is given twice")
 		case prefixes[prefix]:
@@ -312,12 +280,6 @@ func (c config) servedEnvironments() ([]segments.Environment, error) {
 		envs = append(envs, segments.Environment{Name: name, Prefix: prefix})
 	}
 	return envs, nil
-}
-
-// badPrefix says whether prefix holds whitespace or a control character: a value pasted with
-// its newline, say, which would be served as a prefix that holds no data.
-func badPrefix(prefix string) bool {
-	return strings.ContainsFunc(prefix, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 }
 
 // environmentPrefix is the key prefix of the environment named (of BIGSEG_ENVIRONMENTS; "" for

@@ -103,7 +103,7 @@ func TestServed(t *testing.T) {
 	t.Parallel()
 	c := defaultConfig()
 	envs, err := c.servedEnvironments()
-	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: defaultEnvironment, Prefix: c.Prefix}) {
+	if err != nil || len(envs) != 1 || envs[0] != (segments.Environment{Name: "default", Prefix: c.Prefix}) {
 		t.Errorf("no BIGSEG_ENVIRONMENTS: %v, %v; want the default environment of BIGSEG_PREFIX", envs, err)
 	}
 	c.Environments = []string{"production=ld-prod", "staging=ld-staging"}
@@ -195,10 +195,6 @@ func TestDerivedLimits(t *testing.T) {
 	}
 	got := []any{c.ReadHeaderTimeout, c.ReadTimeout, c.RESPReadTimeout, c.RESPMaxConns, c.IdleTimeout, c.MaxHeaderBytes, c.RESPIdleTimeout, c.MaxBatchRefs, c.MaxStreams, c.MaxBodyBytes}
 	want := []any{6 * time.Second, 10 * time.Second, 6 * time.Second, 100, 2 * time.Minute, 16 << 10, time.Duration(0), 5000, 50, int64(50*124 + 1024)}
-	c.TLSCertFile = "cert.pem"
-	if c.derive(); !c.RESPTLS {
-		t.Error("the Redis-protocol listener plain beside HTTPS")
-	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("derived %v, want %v", got, want)
 	}

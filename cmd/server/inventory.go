@@ -30,9 +30,6 @@ func runInventory(ctx context.Context, args []string, cfg config, stdout, stderr
 	if fs.NArg() > 0 {
 		return fmt.Errorf("inventory: unexpected argument %q: the flags are --environment NAME and --json", fs.Arg(0))
 	}
-	if err := needStore(cfg); err != nil {
-		return err
-	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := openStore(ctx, cfg, log, metrics.New(prometheus.NewRegistry()), nil)
 	if err != nil {

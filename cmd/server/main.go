@@ -7,13 +7,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -21,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bigseg/bigseg/internal/auth"
 	"github.com/bigseg/bigseg/internal/healthcheck"
 	"github.com/bigseg/bigseg/storage/redis"
 )
@@ -76,9 +73,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if cmd == "" {
-		if err := needStore(cfg); err != nil {
-			return err
-		}
 		level, _ := parseLevel(cfg.LogLevel)
 		signals := make(chan os.Signal, 2)
 		signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -121,41 +115,27 @@ func version() string {
 	return "unknown"
 }
 
-// runHealthcheck runs "server healthcheck": it asks the server on this host for /livez (see
-// package healthcheck): the metrics listener when there is one, else the API's, over HTTPS
-// when that listener has TLS. Under mutual TLS it presents the server's own certificate (which
-// works where one CA issues both, as cert-manager's CA issuers do; else set
-// BIGSEG_METRICS_ADDR).
+// runHealthcheck runs "server healthcheck": it asks the server on this host for /livez, where
+// healthcheck.Self says its settings make it answer.
 func runHealthcheck(ctx context.Context, args []string, cfg config, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
+	given := fs.String("url", "", "URL to check (default: /livez at BIGSEG_METRICS_ADDR or BIGSEG_ADDR, on 127.0.0.1 if it names no host)")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	client := http.DefaultClient
-	if *url == "" {
-		name, addr, tlsOn := "BIGSEG_ADDR", cfg.Addr, cfg.TLSCertFile != ""
-		if cfg.MetricsAddr != "" {
-			name, addr, tlsOn = "BIGSEG_METRICS_ADDR", cfg.MetricsAddr, cfg.MetricsTLS
-		}
-		var cert *tls.Certificate
-		if tlsOn && cfg.TLSClientCAFile != "" {
-			c, err := auth.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
-			if err != nil {
-				return fmt.Errorf("healthcheck: %w", err)
-			}
-			cert = &c
-		}
-		var err error
-		if *url, client, err = healthcheck.Self(name, addr, tlsOn, cert); err != nil {
-			return err
-		}
+	url, client, err := healthcheck.Self(healthcheck.Server{URL: *given,
+		API:       healthcheck.Listener{Setting: "BIGSEG_ADDR", Addr: cfg.Addr, TLS: cfg.TLSCertFile != ""},
+		Metrics:   healthcheck.Listener{Setting: "BIGSEG_METRICS_ADDR", Addr: cfg.MetricsAddr, TLS: cfg.MetricsTLS},
+		MutualTLS: cfg.TLSClientCAFile != "", CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile,
+	})
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := healthcheck.Get(ctx, client, *url); err != nil {
+	if err := healthcheck.Get(ctx, client, url); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "ok")

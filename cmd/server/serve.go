@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,19 +75,20 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	m.WatchReady(func() bool { ready, _ := a.svc.Readiness(); return ready })
 	a.inv = inventory.New(a.svc.Environments(), inventory.Settings{Interval: cfg.InventoryInterval, ReadsPerSecond: cfg.InventoryReadsPerSecond},
 		log, m.Inventory(cfg.InventoryInterval, cfg.InventoryMaxSegments))
-	if cfg.TLSCertFile != "" {
-		if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
-			return nil, err
-		}
+	if a.certs, err = auth.NewCertificates(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile, []string{"http/1.1"}, log, m.TLSCertificate); err != nil {
+		return nil, err
 	}
-	var names []string
-	for _, e := range a.svc.Environments() {
-		names = append(names, e.Name)
-	}
+	names := segments.Names(a.svc.Environments())
 	if a.tokens, err = auth.NewTokens(cfg.APITokens, cfg.APITokensFile, log, m.APITokensFile, names...); err != nil {
 		return nil, err
 	}
-	if err := a.listen(); err != nil {
+	if a.ln, err = listen("API", cfg.Addr, cfg.MaxConns); err != nil {
+		return nil, err
+	}
+	if a.opsLn, err = listen("metrics", cfg.MetricsAddr, sideConns); err != nil {
+		return nil, err
+	}
+	if a.respLn, err = listen("Redis-protocol", cfg.RESPAddr, cfg.RESPMaxConns); err != nil {
 		return nil, err
 	}
 	a.servers(m, reg, handlers.Scope(names...))
@@ -100,28 +99,16 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 // profilers need few.
 const sideConns = 64
 
-// listen opens the API's listener, and the operators' and the Redis-protocol one when
-// configured, each under a connection limit of its own.
-func (a *app) listen() error {
-	for _, l := range []struct {
-		ln         **limit.Listener
-		name, addr string
-		max        int
-	}{
-		{&a.ln, "API", a.cfg.Addr, a.cfg.MaxConns},
-		{&a.opsLn, "metrics", a.cfg.MetricsAddr, sideConns},
-		{&a.respLn, "Redis-protocol", a.cfg.RESPAddr, a.cfg.RESPMaxConns},
-	} {
-		if l.addr == "" {
-			continue
-		}
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			return fmt.Errorf("%s listener: %w", l.name, err)
-		}
-		*l.ln = limit.NewListener(ln, l.max)
+// listen opens a listener under a connection limit of its own; none (nil) if addr is unset.
+func listen(name, addr string, maxConns int) (*limit.Listener, error) {
+	if addr == "" {
+		return nil, nil
 	}
-	return nil
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	return limit.NewListener(ln, maxConns), nil
 }
 
 // servers makes what serves each listener: the HTTP API, the operators' HTTP server and the
@@ -172,13 +159,7 @@ func (a *app) apiServer(m *metrics.Metrics, metricsHandler http.Handler, scope f
 // It answers little and to few (sideConns), with short timeouts, but for writes as long as a
 // profile (pprof's default 30 s).
 func (a *app) opsServer(metricsHandler http.Handler) *http.Server {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc))
-	srv := &http.Server{Handler: mux,
+	srv := &http.Server{Handler: handlers.NewOps(handlers.Config{Log: a.log, Metrics: metricsHandler}, a.svc),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, ConnState: a.opsLn.ConnState, Protocols: http1Only(),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
@@ -237,7 +218,7 @@ func (a *app) run(ctx context.Context, signals <-chan os.Signal) error {
 	}
 	if a.resp != nil {
 		group.Go(func() error { return shutdown.Served("Redis-protocol", a.resp.Serve(a.respLn)) })
-		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.cfg.RESPTLS, "prefixes", strings.Join(prefixes, ","))
+		a.log.Info("Redis-protocol listener", "addr", a.respLn.Addr().String(), "tls", a.certs != nil, "prefixes", prefixes)
 	}
 	a.log.Info("listening", "addr", a.ln.Addr().String(), "tls", a.certs != nil, "mutualTLS", a.cfg.TLSClientCAFile != "", "store", a.store.name,
 		"auth", a.tokens.Enabled(), "version", version(), "environments", len(prefixes), "pollInterval", a.cfg.StatusPollInterval.String(),
@@ -272,12 +253,7 @@ func (a *app) reload() {
 // BIGSEG_WRITE_TIMEOUT to finish (status streams end at once).
 func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay time.Duration) error {
 	a.svc.Drain()
-	if delay > 0 {
-		a.log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
-		if shutdown.Delay(signals, failed.Done(), delay) {
-			a.log.Info("shutting down: delay cut short by a second signal")
-		}
-	}
+	shutdown.Delay(a.log, signals, failed.Done(), delay)
 	a.log.Info("shutting down: closing the listener, finishing requests", "timeout", a.cfg.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
@@ -286,11 +262,7 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	if a.resp != nil {
 		wg.Go(func() { respErr = a.resp.Shutdown(ctx) })
 	}
-	err := a.srv.Shutdown(ctx)
-	if err != nil {
-		a.srv.Close() // requests still running past the timeout: cut them
-		err = fmt.Errorf("shutdown: %w", err)
-	}
+	err := shutdown.Stop(ctx, a.srv)
 	wg.Wait()
 	// The spans and metrics of the drain, exported within what is left of the timeout.
 	if telErr := a.tel.Shutdown(ctx); telErr != nil {
@@ -308,12 +280,10 @@ func (a *app) shutdown(signals <-chan os.Signal, failed context.Context, delay t
 	return err
 }
 
-// close releases what newApp opened and run did not (run closes every listener it served):
-// the listeners, if run never ran, and the store (the Redis client).
+// close releases what newApp opened and run did not (run closes every listener it served, and
+// returns once the Redis-protocol server's Shutdown has closed its connections): the
+// listeners, if run never ran, and the store (the Redis client).
 func (a *app) close() {
-	if a.resp != nil {
-		a.resp.Close()
-	}
 	for _, ln := range []*limit.Listener{a.opsLn, a.respLn, a.ln} {
 		if ln != nil {
 			ln.Close()
@@ -339,7 +309,8 @@ type openedStore struct {
 	close        func()
 }
 
-// openStore opens the configured stores; m gets the metrics of their client, tp its spans.
+// openStore opens the configured stores, and refuses to go on without one; m gets the metrics
+// of their client, tp its spans.
 func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	envs, err := cfg.servedEnvironments()
 	if err != nil {
@@ -354,6 +325,9 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 		return openDynamoDB(ctx, cfg, envs, prefixes, log, m, tp)
 	case cfg.hasRedis():
 		return openRedis(cfg, envs, prefixes, log, m, tp)
+	case cfg.SeedFile == "": // served, no store would answer "no membership" for every context while healthy and ready
+		return openedStore{}, errors.New("no store configured: set BIGSEG_REDIS_URL, BIGSEG_REDIS_CLUSTER_URL, BIGSEG_REDIS_SENTINEL_URL " +
+			"or BIGSEG_DYNAMODB_TABLE, or BIGSEG_SEED_FILE to try bigseg out on the embedded store")
 	}
 	store, err := memory.Open(cfg.SeedFile, time.Now)
 	if err != nil {
@@ -365,7 +339,6 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Met
 	return openedStore{envs: envs, name: "embedded", reload: store.Reload, close: func() {}}, nil
 }
 
-// openRedis opens the stores of the environments on one Redis client, whose pool m watches.
 func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
 	opts, err := cfg.redisOptions()
 	if err != nil {
@@ -395,10 +368,6 @@ func openRedis(cfg config, envs []segments.Environment, prefixes []string, log *
 	}, nil
 }
 
-// dynamoStatusTimeout bounds a status poll's read of DynamoDB, as Redis's read timeout bounds
-// Redis's: a hung read makes the store unavailable after about a second.
-const dynamoStatusTimeout = time.Second
-
 // openDynamoDB opens the stores of the environments in the table of BIGSEG_DYNAMODB_TABLE, on
 // one client configured by the AWS SDK's own settings, whose requests m counts.
 func openDynamoDB(ctx context.Context, cfg config, envs []segments.Environment, prefixes []string, log *slog.Logger, m *metrics.Metrics, tp trace.TracerProvider) (openedStore, error) {
@@ -415,12 +384,8 @@ func openDynamoDB(ctx context.Context, cfg config, envs []segments.Environment, 
 		envs[i].Store = ds[i]
 	}
 	return openedStore{
-		envs: envs,
-		readMetadata: func(ctx context.Context) []segments.MetadataRead {
-			ctx, cancel := context.WithTimeout(ctx, dynamoStatusTimeout)
-			defer cancel()
-			return dynamodb.Metadatas(ctx, ds...)
-		},
-		name: "dynamodb", table: cfg.DynamoDBTable, errorCode: dynamodb.ErrorCode, close: client.Close,
+		envs:         envs,
+		readMetadata: func(ctx context.Context) []segments.MetadataRead { return dynamodb.Status(ctx, ds...) },
+		name:         "dynamodb", table: cfg.DynamoDBTable, errorCode: dynamodb.ErrorCode, close: client.Close,
 	}, nil
 }

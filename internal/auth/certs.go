@@ -37,7 +37,11 @@ type Certificates struct {
 
 // NewCertificates loads the files and reports the certificate to observe; at start, files
 // that do not load are an error. protos are the ALPN protocols offered (such as "http/1.1").
+// With no certFile it returns nil: no TLS, which every method of a nil Certificates serves.
 func NewCertificates(certFile, keyFile, clientCAFile string, protos []string, log *slog.Logger, observe func(bool, time.Time)) (*Certificates, error) {
+	if certFile == "" {
+		return nil, nil
+	}
 	c := &Certificates{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile, protos: protos, log: log,
 		observe: observe}
 	files, err := c.read()

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -169,5 +170,20 @@ func TestCertificatesRemovedAndPutBack(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "do not load"); n != 2 {
 		t.Errorf("two removals logged %d times, want twice:\n%s", n, logs.String())
+	}
+}
+
+// No certificate file is no TLS: a nil Certificates, whose methods do nothing and whose
+// configuration is none.
+func TestNoCertificates(t *testing.T) {
+	c, err := auth.NewCertificates("", "", "", nil, slog.New(slog.DiscardHandler), func(bool, time.Time) { t.Error("observed") })
+	if err != nil || c != nil {
+		t.Fatalf("NewCertificates with no files = %v, %v; want nil, nil", c, err)
+	}
+	c.Reload()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Run(ctx); err != nil || c.ServerConfig() != nil {
+		t.Errorf("Run = %v, ServerConfig = %v; want nil, nil", err, c.ServerConfig())
 	}
 }

@@ -1,6 +1,10 @@
 package auth
 
-import "errors"
+import (
+	"errors"
+	"slices"
+	"strings"
+)
 
 // CheckTLS says, at start, what is wrong with the listeners' TLS settings together, naming
 // their variables: a certificate goes with its key, mutual TLS (clientCAFile) needs TLS, and the
@@ -15,6 +19,20 @@ func CheckTLS(certFile, keyFile, clientCAFile string, metricsTLS bool, metricsAd
 	}
 	if metricsTLS && (certFile == "" || metricsAddr == "") {
 		errs = append(errs, errors.New("BIGSEG_METRICS_TLS needs BIGSEG_TLS_CERT_FILE and BIGSEG_METRICS_ADDR"))
+	}
+	return errs
+}
+
+// CheckTokens says, at start, what is wrong with the token settings together, naming their
+// variables: a list and a file are two sources of truth, and an empty token in the list (a
+// stray comma) is more likely a mistake than a wish.
+func CheckTokens(list []string, file string) []error {
+	var errs []error
+	if len(list) > 0 && file != "" {
+		errs = append(errs, errors.New("BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set: choose one"))
+	}
+	if slices.ContainsFunc(list, func(t string) bool { return strings.TrimSpace(t) == "" }) {
+		errs = append(errs, errors.New("BIGSEG_API_TOKENS: holds an empty token"))
 	}
 	return errs
 }

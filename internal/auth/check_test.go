@@ -21,3 +21,22 @@ func TestCheckTLS(t *testing.T) {
 		}
 	}
 }
+
+// CheckTokens refuses a list beside a file, and an empty token in the list, naming the
+// variables.
+func TestCheckTokens(t *testing.T) {
+	for _, ok := range [][]string{nil, {"a-token", "another"}} {
+		if errs := auth.CheckTokens(ok, ""); len(errs) != 0 {
+			t.Errorf("%q: %v", ok, errs)
+		}
+	}
+	if errs := auth.CheckTokens(nil, "tokens.txt"); len(errs) != 0 {
+		t.Errorf("a file: %v", errs)
+	}
+	err := errors.Join(auth.CheckTokens([]string{"a-token", " "}, "tokens.txt")...)
+	for _, want := range []string{"BIGSEG_API_TOKENS and BIGSEG_API_TOKENS_FILE are both set", "BIGSEG_API_TOKENS: holds an empty token"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v; want %q in it", err, want)
+		}
+	}
+}

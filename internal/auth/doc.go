@@ -20,9 +20,11 @@
 //   - Certificates (certs.go): the TLS certificate and key, and the client CA of mutual TLS, as
 //     a tls.Config that serves the last good ones. cmd/server makes it, runs Run, calls Reload
 //     on SIGHUP, and gives ServerConfig to every listener that serves TLS.
-//   - ReadSettingFile (files.go): a file a setting names, read whole up to
-//     MaxSettingFileBytes. Tokens, Certificates, and cmd/server's configuration for its own
-//     files.
+//   - ReadSettingFile and LoadKeyPair (files.go): a file a setting names, read whole up to
+//     MaxSettingFileBytes. Tokens, Certificates, package healthcheck (the certificate it
+//     presents under mutual TLS), and cmd/server's configuration for its own files.
+//   - CheckTokens and CheckTLS (check.go): what is wrong with the token and TLS settings
+//     together, at start, naming their variables. cmd/server's validate.
 //
 // Files are re-read in the background, never on a request or a handshake: Tokens.Run and
 // Certificates.Run look at their files once per FileCheckInterval until their context ends

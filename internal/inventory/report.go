@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,14 +31,10 @@ func pick(envs []*segments.Environment, name string) ([]*segments.Environment, e
 	if name == "" {
 		return envs, nil
 	}
-	names := make([]string, len(envs))
-	for i, e := range envs {
-		if e.Name == name {
-			return envs[i : i+1], nil
-		}
-		names[i] = e.Name
+	if i := slices.IndexFunc(envs, func(e *segments.Environment) bool { return e.Name == name }); i >= 0 {
+		return envs[i : i+1], nil
 	}
-	return nil, fmt.Errorf("inventory: no environment %q: the environments are %s", name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("inventory: no environment %q: the environments are %s", name, strings.Join(segments.Names(envs), ", "))
 }
 
 // Report runs one scan of each of envs (or of the one o.Environment names), one after the other, at most s.ReadsPerSecond contexts
@@ -82,11 +79,7 @@ func report(ctx context.Context, envs []*segments.Environment, s Settings, o Out
 		invs = append(invs, inv)
 	}
 	if o.JSON != nil {
-		names := make([]string, len(envs))
-		for i, e := range envs {
-			names[i] = e.Name
-		}
-		return o.JSON(out, names, invs)
+		return o.JSON(out, segments.Names(envs), invs)
 	}
 	return writeTable(out, o.Store, envs, invs)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -39,9 +40,14 @@ func Wait(ctx context.Context, signals <-chan os.Signal, failed <-chan struct{},
 	}
 }
 
-// Delay waits out delay, unless a second SIGTERM or SIGINT, or the end of failed, ends it
-// first (SIGHUP does not); it says whether a signal cut it short.
-func Delay(signals <-chan os.Signal, failed <-chan struct{}, delay time.Duration) (cut bool) {
+// Delay waits out delay (none if it is 0), unless a second SIGTERM or SIGINT, or the end of
+// failed, ends it first (SIGHUP does not); it says whether a signal cut it short. It logs the
+// delay as it begins, and a signal that cuts it short.
+func Delay(log *slog.Logger, signals <-chan os.Signal, failed <-chan struct{}, delay time.Duration) (cut bool) {
+	if delay <= 0 {
+		return false
+	}
+	log.Info("shutting down: not ready, still serving", "delay", delay.String(), "then", "a second SIGTERM or SIGINT ends the delay")
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	for {
@@ -52,6 +58,7 @@ func Delay(signals <-chan os.Signal, failed <-chan struct{}, delay time.Duration
 			return false
 		case sig := <-signals:
 			if sig != syscall.SIGHUP {
+				log.Info("shutting down: delay cut short by a second signal")
 				return true
 			}
 		}
@@ -74,4 +81,15 @@ func Served(name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s listener: %w", name, err)
+}
+
+// Stop shuts srv down: its listeners close at once and its requests in flight may finish
+// until ctx ends; then the connections of those still running are cut, and the shutdown's
+// error returned.
+func Stop(ctx context.Context, srv *http.Server) error {
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
 }

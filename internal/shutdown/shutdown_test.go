@@ -1,8 +1,10 @@
 package shutdown_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -54,21 +56,37 @@ func TestWait(t *testing.T) {
 	}
 }
 
-// A second SIGTERM or SIGINT cuts the delay short; SIGHUP does not; a failure ends it.
+// A second SIGTERM or SIGINT cuts the delay short; SIGHUP does not; a failure ends it. The
+// log says the delay, and a signal that cut it short; no delay is no wait, and no log.
 func TestDelay(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	signals := make(chan os.Signal, 2)
 	signals <- syscall.SIGHUP
 	signals <- syscall.SIGTERM
-	if !shutdown.Delay(signals, nil, time.Hour) {
+	if !shutdown.Delay(log, signals, nil, time.Hour) {
 		t.Error("a second SIGTERM did not cut the delay")
 	}
+	for _, want := range []string{`msg="shutting down: not ready, still serving" delay=1h0m0s`, "delay cut short by a second signal"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log %q lacks %q", logs.String(), want)
+		}
+	}
+	logs.Reset()
 	failed := make(chan struct{})
 	close(failed)
-	if shutdown.Delay(make(chan os.Signal), failed, time.Hour) {
+	if shutdown.Delay(log, make(chan os.Signal), failed, time.Hour) {
 		t.Error("a failure counted as a signal")
 	}
-	if shutdown.Delay(make(chan os.Signal), nil, time.Millisecond) {
+	if shutdown.Delay(log, make(chan os.Signal), nil, time.Millisecond) {
 		t.Error("the delay's end counted as a signal")
+	}
+	if strings.Contains(logs.String(), "cut short") {
+		t.Errorf("a delay that was not cut short logged %q", logs.String())
+	}
+	logs.Reset()
+	if shutdown.Delay(log, signals, nil, 0) || logs.Len() != 0 {
+		t.Errorf("no delay: logged %q", logs.String())
 	}
 }
 
@@ -89,5 +107,48 @@ func TestServed(t *testing.T) {
 	}
 	if err := shutdown.Served("metrics", errors.New("boom")); err == nil || !strings.HasPrefix(err.Error(), "metrics listener: ") {
 		t.Errorf("Served = %v", err)
+	}
+}
+
+// Stop lets a request in flight finish within ctx; past it, it cuts the request's connection
+// and says the shutdown did not finish.
+func TestStop(t *testing.T) {
+	for _, finishes := range []bool{true, false} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		entered, finish := make(chan struct{}), make(chan struct{})
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(entered)
+			select {
+			case <-finish:
+			case <-r.Context().Done(): // its connection cut
+			}
+		})}
+		go shutdown.Serve("API", srv, ln)
+		answered := make(chan error, 1)
+		go func() {
+			resp, err := http.Get("http://" + ln.Addr().String())
+			if err == nil {
+				resp.Body.Close()
+			}
+			answered <- err
+		}()
+		<-entered
+		ctx, cancel := context.WithCancel(context.Background())
+		if finishes {
+			close(finish) // the request ends while Stop waits for it
+		} else {
+			cancel() // no time left: Stop cuts the request
+		}
+		err = shutdown.Stop(ctx, srv)
+		cancel()
+		if got := <-answered; finishes != (err == nil && got == nil) {
+			t.Errorf("finishes %v: Stop = %v, the request got %v", finishes, err, got)
+		}
+		if !finishes && !errors.Is(err, context.Canceled) {
+			t.Errorf("Stop past its context = %v, want context.Canceled", err)
+		}
 	}
 }

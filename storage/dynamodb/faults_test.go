@@ -111,6 +111,19 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// Status gives up a hung read of the metadata at StatusTimeout, whatever its caller's context.
+func TestStatusHungReadIsBounded(t *testing.T) {
+	_, table := moto(t)
+	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
+	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} })
+	stores := dynamodb.NewStores(newClient(t, proxy.URL), table, []string{"a", "b"})
+	for i, r := range dynamodb.Status(context.Background(), stores...) {
+		if code := dynamodb.ErrorCode(r.Err); code != "deadline_exceeded" {
+			t.Errorf("environment %d: %v (code %q), want deadline_exceeded", i, r.Err, code)
+		}
+	}
+}
+
 func TestMissingTable(t *testing.T) {
 	s := dynamodb.New(newClient(t, dynamotest.Shared(t).URL), "bigsegtest-no-such-table", "")
 	r := s.Memberships(context.Background(), []string{segments.Hash("a")})[0]

@@ -238,6 +238,17 @@ func Metadatas(ctx context.Context, stores ...*Store) []segments.MetadataRead {
 	return reads
 }
 
+// StatusTimeout bounds a status poll's read of the metadata (Status), as Redis's read timeout
+// bounds Redis's: a hung read makes the store unavailable after about a second.
+const StatusTimeout = time.Second
+
+// Status is what a status poll reads: Metadatas, within StatusTimeout at most.
+func Status(ctx context.Context, stores ...*Store) []segments.MetadataRead {
+	ctx, cancel := context.WithTimeout(ctx, StatusTimeout)
+	defer cancel()
+	return Metadatas(ctx, stores...)
+}
+
 // parseMetadata is the metadata that the metadata item's attrs hold (nil for no item).
 func parseMetadata(key string, attrs map[string]types.AttributeValue) (segments.Metadata, error) {
 	var md segments.Metadata
