@@ -334,6 +334,8 @@ func (r *Receiver) grpcExport(ctx context.Context, signal string, req proto.Mess
 	switch {
 	case err != nil:
 		return status.Error(codes.Internal, err.Error())
+	case !answer && ctx.Err() != nil: // the caller's deadline passed, or it left: say which, as gRPC's own server does
+		return status.FromContextError(ctx.Err()).Err()
 	case !answer:
 		return status.Error(codes.Unavailable, "receiver closing or the client gone")
 	case r.opts.Fault == Unavailable:
