@@ -117,10 +117,17 @@ func TestStatusHungReadIsBounded(t *testing.T) {
 	proxy := dynamotest.NewProxy(t, dynamotest.Shared(t).URL)
 	proxy.On("BatchGetItem", func(int, func() dynamotest.Reply) dynamotest.Reply { return dynamotest.Reply{Hang: true} })
 	stores := dynamodb.NewStores(newClient(t, proxy.URL), table, []string{"a", "b"})
-	for i, r := range dynamodb.Status(context.Background(), stores...) {
+	// The caller's own bound is longer than StatusTimeout and shorter than the client's call
+	// timeout: if it has not ended, Status's bound ended the read.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for i, r := range dynamodb.Status(ctx, stores...) {
 		if code := dynamodb.ErrorCode(r.Err); code != "deadline_exceeded" {
 			t.Errorf("environment %d: %v (code %q), want deadline_exceeded", i, r.Err, code)
 		}
+	}
+	if ctx.Err() != nil {
+		t.Error("the read ended at the caller's bound, not at StatusTimeout")
 	}
 }
 
