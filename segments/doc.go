@@ -115,9 +115,11 @@
 //     and cursor known, so the data ages while the store is unavailable.
 //
 // While a store is unavailable, Run polls it every second (or sooner), so that the status
-// recovers within a second of the store; lookups that miss the cache still read it, each within
-// its timeout, as the SDKs' do (a Redis client that cannot connect fails them at once: go-redis
-// stops dialling a host that refuses until a dial in the background succeeds).
+// recovers within a second of the store. Lookups that miss the cache still read it, as the SDKs'
+// do, so that one slow poll costs no membership the store can give; but once the last read has
+// failed too (for the store's sake: not for one context's data, nor because its caller left),
+// the store is down, and misses fail at once with ErrStoreUnreachable, without a read, until a
+// poll answers: a store that hangs is not dialled again by every miss.
 //
 // A lookup's status is StoreError if its read failed or the store is unavailable, else Stale
 // if the data is stale, else Healthy: the values and precedence of the SDKs' BigSegmentsStatus.

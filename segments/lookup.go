@@ -37,6 +37,7 @@ type state struct {
 	gen        uint64         // the cache generation: a new cursor begins the next
 	inventory  Inventory
 	lastRead   time.Duration // how long the last successful read of one context took (see readStore)
+	readFailed bool          // the last store read failed for the store's sake: with a failed poll, misses fail at once
 
 	flight     singleflight.Group // one read of a hash a generation, shared by its lookups
 	slots      chan struct{}      // the semaphore of store reads
@@ -87,13 +88,16 @@ func (e *Environment) lookup(ctx context.Context, hashes []string, batch bool) [
 			toRead = append(toRead, h)
 		}
 	}
-	var reads []Read
+	e.mu.RLock()
+	down := !st.Available && e.readFailed // the poll and the last read both failed: no read until a poll answers
+	e.mu.RUnlock()
+	reads := slices.Repeat([]Read{{Err: ErrStoreUnreachable}}, len(toRead))
 	switch {
-	case len(toRead) == 0:
+	case len(toRead) == 0 || down:
 	case batch:
 		reads = e.readStore(ctx, toRead, e.batchSlots, e.slots)
 	default:
-		reads = []Read{e.readShared(ctx, toRead[0], gen)}
+		reads[0] = e.readShared(ctx, toRead[0], gen)
 	}
 	ttl := e.svc.cfg.CacheTTL
 	if st.Cursor != "" {
@@ -188,11 +192,13 @@ func (e *Environment) readStore(ctx context.Context, hashes []string, sems ...ch
 		reads[i] = r
 	}
 	e.obs.StoreRead(OpMemberships, time.Since(start), first)
+	e.mu.Lock()
+	// Not a context's data, nor its caller leaving: the store's fault.
+	e.readFailed = first != nil && !errors.Is(first, ErrInvalidData) && !errors.Is(context.Cause(ctx), context.Canceled)
 	if first == nil && len(hashes) == 1 { // a batch's time is not a single read's
-		e.mu.Lock()
 		e.lastRead = time.Since(start)
-		e.mu.Unlock()
 	}
+	e.mu.Unlock()
 	return reads
 }
 

@@ -337,6 +337,7 @@ func (e *Environment) record(md Metadata, err error) bool {
 		st.LastError = err.Error()
 	} else {
 		st.LastError, st.LastErrorAt, st.LastSynchronized = "", time.Time{}, md.LastSynchronized
+		e.readFailed = false // a read failed before this poll stops none after it
 		if prev == nil || dataChanged {
 			st.Cursor, st.DataChangedAt = md.Cursor, now
 		}

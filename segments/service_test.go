@@ -610,6 +610,48 @@ func TestUnavailableStoreIsStillRead(t *testing.T) {
 	})
 }
 
+// Once a poll and a read have both failed, the store is down: lookups that miss the cache fail
+// at once, without a read, so that a store that hangs is not dialled again by every miss; the
+// cache still answers. A read that fails only for one context's data does not count, and a
+// poll that answers ends it.
+func TestDownStoreFailsFast(t *testing.T) {
+	ctx := context.Background()
+	s, store, clk := newTestService(t, Config{})
+	s.LookupHash(ctx, Hash("cached"))
+	store.failRead("bad-data", fmt.Errorf("%w: a ref is not UTF-8", ErrInvalidData))
+	store.setMeta(clk.Now(), errBoom)
+	s.Poll(ctx)
+	if r := s.LookupHash(ctx, Hash("bad-data")); !errors.Is(r.Err, ErrInvalidData) {
+		t.Fatalf("read of bad data: %v", r.Err)
+	}
+	if r := s.LookupHash(ctx, Hash("a")); r.Err != nil {
+		t.Fatalf("a lookup after a read failed for its data: %v, want it read", r.Err)
+	}
+	store.failRead("b", errBoom)
+	if r := s.LookupHash(ctx, Hash("b")); !errors.Is(r.Err, errBoom) {
+		t.Fatalf("the failing read: %v", r.Err)
+	}
+	readsBefore := store.reads.Load()
+	for _, r := range append(s.LookupBatch(ctx, []string{Hash("c"), Hash("d")}), s.LookupHash(ctx, Hash("e"))) {
+		if r.Status != StoreError || !errors.Is(r.Err, ErrStoreUnreachable) {
+			t.Errorf("lookup while down: %s, %v; want ErrStoreUnreachable", r.Status, r.Err)
+		}
+	}
+	if r := s.LookupHash(ctx, Hash("cached")); !r.Cached || r.Status != StoreError || r.Err != nil {
+		t.Errorf("cached lookup while down: cached %v, %s, %v", r.Cached, r.Status, r.Err)
+	}
+	if got := store.reads.Load() - readsBefore; got != 0 {
+		t.Errorf("store reads while down = %d, want 0", got)
+	}
+	store.setMeta(clk.Now(), nil)
+	s.Poll(ctx)
+	store.setMeta(clk.Now(), errBoom) // a failed poll again, but no read has failed since the last good one
+	s.Poll(ctx)
+	if r := s.LookupHash(ctx, Hash("e")); r.Err != nil {
+		t.Errorf("lookup after a poll answered: %v, want it read", r.Err)
+	}
+}
+
 // A lookup answers within the lookup timeout however long the store takes, and never later
 // with a success.
 func TestLookupTimeout(t *testing.T) {

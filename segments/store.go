@@ -57,8 +57,9 @@ const (
 
 // Errors of reads (the package documentation says when each is returned).
 var (
-	ErrInvalidMetadata = errors.New("invalid Big Segment metadata") // answered, but not valid: unavailable yet readable
-	ErrInvalidData     = errors.New("invalid Big Segment data")     // a membership not answerable as it is (a ref not UTF-8)
+	ErrInvalidMetadata  = errors.New("invalid Big Segment metadata")                                        // answered, but not valid: unavailable yet readable
+	ErrInvalidData      = errors.New("invalid Big Segment data")                                            // a membership not answerable as it is (a ref not UTF-8)
+	ErrStoreUnreachable = errors.New("the Big Segment store is unreachable: its last poll and read failed") // misses fail at once until a poll answers
 )
 
 // MaxHashLen bounds a context hash from callers, so that no input makes a large store key.

@@ -359,13 +359,18 @@ func TestTokensAndMetricsListener(t *testing.T) {
 }
 
 // While nothing listens on Redis's port, lookups and batches answer STORE_ERROR (a JSON 503 for
-// a single lookup); once Redis is up, lookups read it again and the poller, polling every second
-// while the store is unavailable, sees it within a second, however long its interval.
+// a single lookup); once a poll and a read have failed, without a read each. Once Redis is up,
+// the poller, polling every second while the store is unavailable, sees it within a second,
+// however long its interval, and lookups read it again.
 func TestDeadRedis(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Reserve(t) // a free port; nothing listens on it yet
 	srv := start(t, faultEnv(rs.URL(), "BIGSEG_STATUS_POLL_INTERVAL", "1h"))
 	waitFor(t, "a failed poll", func() bool { return srv.value(t, "bigseg_store_status_polls_total", "result", "error") >= 1 })
+	if a := ask(http.DefaultClient, srv.URL+"/memberships/first"); a.code != 503 || !a.ok {
+		t.Fatalf("first lookup with Redis down: %+v, want a JSON 503", a)
+	}
+	readsBefore := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships")
 	for i := range 50 {
 		if a := ask(http.DefaultClient, srv.URL+"/memberships/user-"+strconv.Itoa(i)); a.code != 503 || !a.ok {
 			t.Fatalf("lookup %d with Redis down: %+v, want a JSON 503", i, a)
@@ -374,6 +379,9 @@ func TestDeadRedis(t *testing.T) {
 	body, _ := json.Marshal(map[string][]string{"contextKeys": {"user-1", "user-2"}})
 	if resp, b := srv.post(t, "/memberships", string(body)); resp.StatusCode != 200 || strings.Count(string(b), "STORE_ERROR") != 2 {
 		t.Errorf("batch with Redis down: %d %s", resp.StatusCode, b)
+	}
+	if reads := srv.value(t, "bigseg_store_request_duration_seconds", "operation", "memberships") - readsBefore; reads != 0 {
+		t.Errorf("%v store reads once a poll and a read had failed, want 0", reads)
 	}
 	rs.Restart()
 	seedUsers(t, rs.Client(), 10)
