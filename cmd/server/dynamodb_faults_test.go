@@ -140,13 +140,15 @@ func TestDynamoDBFaults(t *testing.T) {
 					t.Fatalf("user-%d: %+v, want a JSON 503 STORE_ERROR", i, a)
 				}
 			}
-			statuses := batchAnswers(t, p.URL, 0, faultUsers)
-			errs := strings.Count(strings.Join(statuses, " "), "STORE_ERROR")
-			switch {
-			case tt.code != "" && errs != faultUsers:
-				t.Errorf("batch: %v, want STORE_ERROR for all", statuses)
-			case tt.code == "" && (errs == 0 || errs == faultUsers):
-				t.Errorf("batch with 2 keys a call left unprocessed: %v, want STORE_ERROR for some, HEALTHY for the others", statuses)
+			if tt.code != "" {
+				if statuses := batchAnswers(t, p.URL, 0, faultUsers); strings.Count(strings.Join(statuses, " "), "STORE_ERROR") != faultUsers {
+					t.Errorf("batch: %v, want STORE_ERROR for all", statuses)
+				}
+			} else { // a batch whose first call moto answers after the lookup timeout (CI's load) fails whole: ask again
+				waitFor(t, "a batch with 2 keys a call left unprocessed answering STORE_ERROR for some, HEALTHY for the others", func() bool {
+					errs := strings.Count(strings.Join(batchAnswers(t, p.URL, 0, faultUsers), " "), "STORE_ERROR")
+					return errs > 0 && errs < faultUsers
+				})
 			}
 			if tt.code == "" && readyz(p.URL) != 200 {
 				t.Error("/readyz not 200 while the metadata is read")
